@@ -1,0 +1,9 @@
+"""RMSNorm over the last dimension, with a learned scale."""
+
+from kernels._spec import spec
+
+SPEC = spec(
+    "rms_norm",
+    "RMSNorm",
+    tensors=lambda p: {"x": [p["rows"], p["hidden"]], "weight": [p["hidden"]]},
+)
