@@ -1,0 +1,130 @@
+"""Correctness before timing: each provider against a higher-precision reference on fresh inputs."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels._impl_common import Unavailable, as_tuple, generator, randn
+from kernelindex_pipeline.gpu import protocol as P
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    a = out.detach().to(torch.float64)
+    r = ref.detach().to(torch.float64)
+    if a.shape != r.shape:
+        return float("inf")
+    if not torch.isfinite(a).all():
+        return float("nan")
+    denom = torch.linalg.vector_norm(r).item()
+    num = torch.linalg.vector_norm(a - r).item()
+    return num / denom if denom > 0 else (0.0 if num == 0 else float("inf"))
+
+
+def grad_outputs(outputs, seed: int):
+    """Seeded upstream gradients, one per floating-point output (None for scalars' integer parts)."""
+    gen = generator(seed + 7919, outputs[0].device)
+    return tuple(randn(o.shape, o.dtype, gen, o.device) for o in outputs)
+
+
+def _upcast(inputs: dict, grad_names, dtype: torch.dtype) -> dict:
+    out = {}
+    for name, t in inputs.items():
+        if t.is_complex():
+            u = t.detach().to(torch.complex128 if dtype == torch.float64 else torch.complex64)
+        elif t.is_floating_point():
+            u = t.detach().to(dtype)
+        else:
+            u = t.detach()
+        if name in grad_names:
+            u.requires_grad_(True)
+        out[name] = u
+    return out
+
+
+class _NoTF32:
+    def __enter__(self):
+        self.prev = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.prev
+
+
+def reference_outputs(impl, inputs: dict, dys):
+    ref_dtype = getattr(impl, "REFERENCE_DTYPE", torch.float64)
+    ref_in = _upcast(inputs, impl.GRAD_INPUTS, ref_dtype)
+    with _NoTF32():
+        outs = as_tuple(impl.reference(ref_in))
+        leaves = [ref_in[n] for n in impl.GRAD_INPUTS]
+        grads = torch.autograd.grad(outs, leaves, [d.to(o.dtype) for d, o in zip(dys, outs)], allow_unused=True)
+    return [o.detach() for o in outs], {n: g for n, g in zip(impl.GRAD_INPUTS, grads)}
+
+
+def check_correctness(impl, providers, params: dict, dtype: str, device, seeds=P.CORRECTNESS_SEEDS,
+                      build=None) -> dict:
+    """{provider: correctness dict} with ``status`` passed/failed (or ``unavailable`` with a reason).
+
+    ``build`` overrides ``impl.build`` (tests use it to plant a broken kernel)."""
+    build = build or impl.build
+    tol_out, tol_grad = P.tolerance(dtype, "outputs"), P.tolerance(dtype, "gradients")
+    results = {p: {"seeds": list(seeds), "outputs": {}, "gradients": {}} for p in providers}
+    labels = {}
+    unavailable = {}
+    for seed in seeds:
+        inputs = impl.make_inputs(params, dtype, seed, device)
+        ref_outs = ref_grads = None
+        for provider in providers:
+            if provider in unavailable:
+                continue
+            try:
+                built = build(provider, inputs)
+            except Unavailable as exc:
+                unavailable[provider] = str(exc)
+                continue
+            labels[provider] = built.label
+            res = results[provider]
+            try:
+                outs = as_tuple(built.fn())
+                dys = grad_outputs(outs, seed)
+                if ref_outs is None:
+                    ref_outs, ref_grads = reference_outputs(impl, inputs, dys)
+                leaves = [built.leaves[n] for n in impl.GRAD_INPUTS]
+                grads = torch.autograd.grad(outs, leaves, dys, allow_unused=True)
+            except Exception as exc:  # noqa: BLE001 - a crash is a correctness failure
+                res.setdefault("reason", f"raised {type(exc).__name__}: {exc}"[:500])
+                continue
+            for name, o, r in zip(impl.OUTPUT_NAMES, outs, ref_outs):
+                _worst(res["outputs"], name, rel_error(o, r), tol_out)
+            for name, g in zip(impl.GRAD_INPUTS, grads):
+                r = ref_grads[name]
+                err = float("inf") if g is None else rel_error(g, r)
+                _worst(res["gradients"], name, err, tol_grad)
+            del built, outs, grads
+        del inputs, ref_outs, ref_grads
+    final = {}
+    for provider in providers:
+        if provider in unavailable:
+            final[provider] = {"status": "unavailable", "reason": unavailable[provider]}
+            continue
+        res = results[provider]
+        bad = [f"{kind[:-1]} {n}: rel_error {v['rel_error']:.3g} > {v['tolerance']:.3g}"
+               for kind in ("outputs", "gradients") for n, v in res[kind].items()
+               if not (v["rel_error"] <= v["tolerance"])]
+        if "reason" in res or bad:
+            res["reason"] = "; ".join(([res["reason"]] if "reason" in res else []) + bad)
+            res["status"] = "failed"
+        else:
+            res["status"] = "passed"
+        res["label"] = labels.get(provider)
+        final[provider] = res
+    return final
+
+
+def _worst(table: dict, name: str, err: float, tol: float):
+    """Keep the worst error over seeds; NaN is worst of all."""
+    prev = table.get(name)
+    if prev is None or math.isnan(err) or (not math.isnan(prev["rel_error"]) and err > prev["rel_error"]):
+        table[name] = {"rel_error": float(err), "tolerance": tol}

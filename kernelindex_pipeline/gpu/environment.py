@@ -1,0 +1,111 @@
+"""The execution environment of a rerun session: card, software, and ceilings measured in the session."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import torch
+
+from kernels._impl_common import package_version
+from kernelindex_pipeline.gpu import protocol as P
+
+
+def _nvidia_smi(field: str) -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0].strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def form_factor(product: str) -> str:
+    name = product.upper()
+    if "NVL" in name:
+        return "PCIe (NVL)"
+    if "PCIE" in name:
+        return "PCIe"
+    if "SXM" in name or re.search(r"\b(H100|H200|B200|A100)\b", name):
+        return "SXM"
+    return "unknown"
+
+
+def measure_copy_tbps(nbytes: int = 2 * 1024**3, reps: int = 20) -> float:
+    """Device-to-device copy rate, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_(0, 255)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        dst.copy_(src)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    ms = times[len(times) // 2]
+    del src, dst
+    return 2 * nbytes / (ms * 1e-3) / 1e12
+
+
+def measure_bf16_matmul_tflops(n: int = 8192, reps: int = 20) -> float:
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        c = a @ b
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        c = a @ b
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    ms = times[len(times) // 2]
+    del a, b, c
+    return 2 * n**3 / (ms * 1e-3) / 1e12
+
+
+def capture_environment() -> dict:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    product = props.name
+    arch = f"sm_{props.major}{props.minor}"
+    import triton
+
+    software = {
+        "driver": _nvidia_smi("driver_version"),
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "ligerKernel": package_version("liger-kernel"),
+        "transformers": package_version("transformers"),
+    }
+    copy = measure_copy_tbps()
+    mm = measure_bf16_matmul_tflops()
+    slug = re.sub(r"[^a-z0-9]+", "-", product.lower()).strip("-")
+    return {
+        "apiVersion": P.API_VERSION,
+        "kind": "ExecutionEnvironment",
+        "metadata": {
+            "name": f"{slug}-{arch}-driver{software['driver'] or 'unknown'}-torch{torch.__version__.split('+')[0]}"
+                    f"-triton{triton.__version__}",
+            "title": f"{product} ({arch}), driver {software['driver']}, CUDA {torch.version.cuda}, "
+                     f"torch {torch.__version__}, triton {triton.__version__}",
+        },
+        "spec": {
+            "hardware": {
+                "vendor": "nvidia",
+                "product": product,
+                "formFactor": form_factor(product),
+                "architecture": arch,
+                "smCount": props.multi_processor_count,
+                "memoryBytes": int(props.total_memory),
+            },
+            "software": software,
+            "ceilings": {"copyTBps": round(copy, 4), "bf16MatmulTFLOPs": round(mm, 2)},
+        },
+    }

@@ -1,0 +1,85 @@
+"""The rerun protocol: timing budget, statistics, correctness tolerances, as published in each record."""
+
+from __future__ import annotations
+
+API_VERSION = "kernelindex.dev/v1alpha1"
+MODES = ("forward", "backward", "full")
+
+WARMUP_MS = 25.0
+REPETITION_MS = 200.0
+MIN_REPETITIONS = 10
+MAX_REPETITIONS = 2000
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+QUANTILES = (0.2, 0.5, 0.8)
+MEMORY_REPETITIONS = 3
+CORRECTNESS_SEEDS = (11, 12, 13)
+
+# ||out - ref|| / ||ref|| against a float64 (float32 for GEMM-heavy MLPs, TF32 off) reference computed
+# from the same low-precision inputs.
+TOLERANCES = {
+    "bf16": {"outputs": 1e-2, "gradients": 2e-2},
+    "fp16": {"outputs": 2e-3, "gradients": 4e-3},
+    "fp32": {"outputs": 1e-4, "gradients": 2e-4},
+}
+
+MODE_TITLES = {
+    "forward": "forward pass alone (autograd graph built, as in training)",
+    "backward": "backward pass alone: torch.autograd.backward(outputs, grads, retain_graph=True) on one forward's graph",
+    "full": "forward then backward, per iteration",
+}
+
+
+def tolerance(dtype: str, kind: str) -> float:
+    return TOLERANCES.get(dtype, TOLERANCES["fp32"])[kind]
+
+
+def protocol_document(mode: str) -> dict:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "BenchmarkProtocol",
+        "metadata": {
+            "name": f"kernelindex-rerun-{mode}",
+            "title": f"KernelIndex rerun, {MODE_TITLES[mode]}",
+        },
+        "spec": {
+            "harness": {
+                "name": "kernelindex_pipeline.gpu.bench",
+                "mode": mode,
+                "gradientsReset": "every .grad set to None before each repetition (as triton do_bench grad_to_none)",
+                "inputs": "seeded torch.randn (float32 drawn, cast to the workload dtype); weights scaled 1/sqrt(fan_in)",
+                "upstreamSemantics": "Liger-Kernel benchmark scripts: forward / backward (retain_graph) / full",
+            },
+            "measurement": {
+                "timer": "cuda_events",
+                "primaryStatistic": "median",
+                "quantiles": list(QUANTILES),
+                "warmupMs": WARMUP_MS,
+                "repetitionMs": REPETITION_MS,
+                "minRepetitions": MIN_REPETITIONS,
+                "maxRepetitions": MAX_REPETITIONS,
+                "l2Flush": True,
+                "l2FlushBytes": L2_FLUSH_BYTES,
+                "latencyUnit": "ns",
+                "memory": {
+                    "statistic": "torch.cuda.max_memory_allocated after reset_peak_memory_stats, inputs resident",
+                    "repetitions": MEMORY_REPETITIONS,
+                    "unit": "bytes",
+                },
+            },
+            "correctness": {
+                "when": "before timing, on fresh inputs per seed; a failure records status failed and no timing",
+                "seeds": list(CORRECTNESS_SEEDS),
+                "metric": "relative L2 error ||out - ref|| / ||ref||, max over seeds; NaN fails",
+                "reference": "float64 (float32 with TF32 off for GEMM-heavy MLPs) on the same inputs",
+                "tolerances": TOLERANCES,
+            },
+            "comparability": {
+                "family": "kernelindex_rerun",
+                "notes": (
+                    "All providers of one workload are measured side by side in one process on one card. "
+                    "Upstream Liger-Kernel numbers come from triton.testing.do_bench with its own budgets; "
+                    "compare medians across families with care."
+                ),
+            },
+        },
+    }

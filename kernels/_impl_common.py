@@ -1,0 +1,92 @@
+"""Torch helpers shared by the covered kernels' ``impl`` modules (imports torch; never imported by ``kernels``)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+TORCH_DTYPES: Mapping[str, torch.dtype] = {
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp32": torch.float32,
+    "fp64": torch.float64,
+}
+
+BYTES_PER_ELEMENT: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int64": 8, "complex64": 8}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unsupported dtype name {name!r}; expected one of {sorted(TORCH_DTYPES)}") from None
+
+
+def generator(seed: int, device) -> torch.Generator:
+    gen = torch.Generator(device=torch.device(device))
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def randn(shape, dtype: torch.dtype, gen: torch.Generator, device, scale: float = 1.0, shift: float = 0.0):
+    """Seeded normal values (never all zeros), drawn in float32 then cast."""
+    t = torch.randn(tuple(int(d) for d in shape), generator=gen, device=device, dtype=torch.float32)
+    if scale != 1.0:
+        t.mul_(scale)
+    if shift != 0.0:
+        t.add_(shift)
+    return t.to(dtype)
+
+
+def numel(shape) -> int:
+    return int(math.prod(int(d) for d in shape))
+
+
+def module_available(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+        return True
+    except Exception:  # noqa: BLE001 - any import failure means "not available here"
+        return False
+
+
+def package_version(name: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(name)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@dataclass
+class Built:
+    """One provider's pass over a workload.
+
+    ``fn()`` runs the forward pass and returns a tuple of output tensors; ``leaves`` are the tensors
+    gradients are taken for (the inputs themselves, or a module's parameters standing for them),
+    keyed by input name.
+    """
+
+    fn: Callable[[], tuple]
+    leaves: dict[str, torch.Tensor]
+    label: str
+    output_names: tuple[str, ...]
+    extra: dict = field(default_factory=dict)
+
+
+class Unavailable(RuntimeError):
+    """A provider cannot run here (package missing, no CUDA for a GPU-only library)."""
+
+
+def leaf_copies(inputs: Mapping[str, torch.Tensor], names) -> dict[str, torch.Tensor]:
+    """Fresh leaf tensors (same values) for the inputs that take gradients, so providers never share grads."""
+    return {n: inputs[n].detach().clone().requires_grad_(True) for n in names}
+
+
+def as_tuple(out) -> tuple:
+    return out if isinstance(out, tuple) else (out,)

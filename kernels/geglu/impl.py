@@ -1,0 +1,302 @@
+"""GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
+
+KernelIndex's MLP is one autograd.Function: the gate and up projections run as one cuBLAS GEMM
+against the stacked [w_gate; w_up] weight, a Triton kernel applies the gated activation, and the
+backward pass recomputes the activation (nothing but x and the stacked projection output is saved),
+producing d(gate), d(up) side by side so that dx and d[w_gate; w_up] are single GEMMs too.
+The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
+The same code serves SwiGLU (``ACT_SILU``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+import kernels
+from kernels._impl_common import (
+    BYTES_PER_ELEMENT,
+    Built,
+    Unavailable,
+    generator,
+    leaf_copies,
+    numel,
+    package_version,
+    randn,
+    torch_dtype,
+)
+
+KERNEL = "geglu"
+GRAD_INPUTS = ("x", "w_gate", "w_up", "w_down")
+OUTPUT_NAMES = ("y",)
+PROVIDERS = ("kernelindex", "liger", "huggingface")
+REFERENCE_DTYPE = torch.float32  # GEMMs at this size in float64 are too slow; TF32 is switched off by the harness
+IMPLIED = {"hidden_act": "gelu_pytorch_tanh"}
+
+ACT_GELU_TANH = 0
+ACT_SILU = 1
+
+
+def mlp_shapes(kernel: str, params):
+    return {t["name"]: t["shape"] for t in kernels.lookup(kernel).input_tensors(params, None)}
+
+
+def make_mlp_inputs(kernel: str, params: dict, dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
+    shapes = mlp_shapes(kernel, params)
+    gen = generator(seed, device)
+    td = torch_dtype(dtype)
+    hidden, inter = shapes["w_up"][1], shapes["w_up"][0]
+    return {
+        "x": randn(shapes["x"], td, gen, device),
+        "w_gate": randn(shapes["w_gate"], td, gen, device, scale=1.0 / math.sqrt(hidden)),
+        "w_up": randn(shapes["w_up"], td, gen, device, scale=1.0 / math.sqrt(hidden)),
+        "w_down": randn(shapes["w_down"], td, gen, device, scale=1.0 / math.sqrt(inter)),
+    }
+
+
+def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
+    return make_mlp_inputs(KERNEL, params, dtype, seed, device)
+
+
+def gelu_tanh_ref(a):
+    return 0.5 * a * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (a + 0.044715 * a * a * a)))
+
+
+def reference(inputs: dict) -> tuple[torch.Tensor]:
+    x, wg, wu, wd = inputs["x"], inputs["w_gate"], inputs["w_up"], inputs["w_down"]
+    return (F.linear(gelu_tanh_ref(F.linear(x, wg)) * F.linear(x, wu), wd),)
+
+
+# --------------------------------------------------------------------------------------------------
+# Triton: gated activation over gu = [gate | up] (row stride 2*I), forward and backward.
+
+
+@triton.jit
+def _tanh_via_exp(z):
+    return 2.0 / (1.0 + tl.exp(-2.0 * z)) - 1.0
+
+
+@triton.jit
+def _act_and_grad(g, ACT: tl.constexpr):
+    if ACT == 0:
+        k0: tl.constexpr = 0.7978845608028654  # sqrt(2/pi)
+        k1: tl.constexpr = 0.044715
+        t = _tanh_via_exp(k0 * (g + k1 * g * g * g))
+        a = 0.5 * g * (1.0 + t)
+        da = 0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * (k0 * (1.0 + 3.0 * k1 * g * g))
+    else:
+        sg = 1.0 / (1.0 + tl.exp(-g))
+        a = g * sg
+        da = sg * (1.0 + g * (1.0 - sg))
+    return a, da
+
+
+@triton.jit
+def _glu_fwd_kernel(gu_ptr, h_ptr, n_rows, inter, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < inter)
+    r64 = rows[:, None].to(tl.int64)
+    g_off = r64 * (2 * inter) + cols[None, :]
+    g = tl.load(gu_ptr + g_off, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(gu_ptr + g_off + inter, mask=mask, other=0.0).to(tl.float32)
+    a, _ = _act_and_grad(g, ACT)
+    tl.store(h_ptr + r64 * inter + cols[None, :], (a * u).to(h_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _glu_bwd_kernel(gu_ptr, dh_ptr, dgu_ptr, n_rows, inter, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    """Reads gu and dh; writes h (over dh, element by element) and dgu = [d gate | d up]."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < inter)
+    r64 = rows[:, None].to(tl.int64)
+    g_off = r64 * (2 * inter) + cols[None, :]
+    h_off = r64 * inter + cols[None, :]
+    g = tl.load(gu_ptr + g_off, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(gu_ptr + g_off + inter, mask=mask, other=0.0).to(tl.float32)
+    dh = tl.load(dh_ptr + h_off, mask=mask, other=0.0).to(tl.float32)
+    a, da = _act_and_grad(g, ACT)
+    tl.store(dh_ptr + h_off, (a * u).to(dh_ptr.dtype.element_ty), mask=mask)
+    tl.store(dgu_ptr + g_off, (dh * u * da).to(dgu_ptr.dtype.element_ty), mask=mask)
+    tl.store(dgu_ptr + g_off + inter, (dh * a).to(dgu_ptr.dtype.element_ty), mask=mask)
+
+
+_BLOCK_M, _BLOCK_N, _WARPS = 4, 1024, 8
+
+
+def _grid(n_rows, inter):
+    return (triton.cdiv(n_rows, _BLOCK_M), triton.cdiv(inter, _BLOCK_N))
+
+
+def glu_forward(gu: torch.Tensor, act: int) -> torch.Tensor:
+    n_rows, inter = gu.shape[0], gu.shape[1] // 2
+    h = torch.empty((n_rows, inter), dtype=gu.dtype, device=gu.device)
+    _glu_fwd_kernel[_grid(n_rows, inter)](gu, h, n_rows, inter, ACT=act, BLOCK_M=_BLOCK_M, BLOCK_N=_BLOCK_N,
+                                          num_warps=_WARPS)
+    return h
+
+
+def glu_backward(gu: torch.Tensor, dh: torch.Tensor, act: int):
+    """Returns (h, dgu); h is written over dh's storage."""
+    n_rows, inter = dh.shape
+    dgu = torch.empty_like(gu)
+    _glu_bwd_kernel[_grid(n_rows, inter)](gu, dh, dgu, n_rows, inter, ACT=act, BLOCK_M=_BLOCK_M,
+                                          BLOCK_N=_BLOCK_N, num_warps=_WARPS)
+    return dh, dgu
+
+
+class KernelIndexGatedMLP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w_gate, w_up, w_down, act):
+        hidden = x.shape[-1]
+        inter = w_gate.shape[0]
+        x2 = x.reshape(-1, hidden)
+        w_gu = torch.cat([w_gate, w_up], dim=0)
+        gu = F.linear(x2, w_gu)
+        h = glu_forward(gu, act)
+        y = F.linear(h, w_down)
+        ctx.save_for_backward(x2, w_gu, w_down, gu)
+        ctx.act = act
+        ctx.inter = inter
+        ctx.x_shape = x.shape
+        return y.view(*x.shape[:-1], w_down.shape[0])
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w_gu, w_down, gu = ctx.saved_tensors
+        inter = ctx.inter
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        if not dy2.is_contiguous():
+            dy2 = dy2.contiguous()
+        dh = dy2 @ w_down
+        h, dgu = glu_backward(gu, dh, ctx.act)
+        need = ctx.needs_input_grad
+        dx = (dgu @ w_gu).view(ctx.x_shape) if need[0] else None
+        dw_down = dy2.t() @ h if need[3] else None
+        dw_gate = dw_up = None
+        if need[1] or need[2]:
+            dw_gu = dgu.t() @ x2
+            dw_gate, dw_up = dw_gu[:inter], dw_gu[inter:]
+        return dx, dw_gate, dw_up, dw_down, None
+
+
+def kernelindex_gated_mlp(x, w_gate, w_up, w_down, act: int):
+    return KernelIndexGatedMLP.apply(x, w_gate, w_up, w_down, act)
+
+
+# --------------------------------------------------------------------------------------------------
+# Providers (shared with SwiGLU).
+
+
+def _load_linear_weights(module, leaves_src: dict, device, dtype):
+    module = module.to(device=device, dtype=dtype)
+    with torch.no_grad():
+        module.gate_proj.weight.copy_(leaves_src["w_gate"])
+        module.up_proj.weight.copy_(leaves_src["w_up"])
+        module.down_proj.weight.copy_(leaves_src["w_down"])
+    return module
+
+
+def _module_leaves(module, x_leaf):
+    return {"x": x_leaf, "w_gate": module.gate_proj.weight, "w_up": module.up_proj.weight,
+            "w_down": module.down_proj.weight}
+
+
+def _llama_config(inputs, hidden_act):
+    from transformers.models.llama.configuration_llama import LlamaConfig
+
+    return LlamaConfig(hidden_size=inputs["w_up"].shape[1], intermediate_size=inputs["w_up"].shape[0],
+                       hidden_act=hidden_act)
+
+
+def build_mlp(kernel: str, provider: str, inputs: dict, hidden_act: str, act: int, liger_class: str) -> Built:
+    x = inputs["x"]
+    device, dtype = x.device, x.dtype
+    torch_act = (lambda t: F.gelu(t, approximate="tanh")) if act == ACT_GELU_TANH else F.silu
+    if provider == "kernelindex":
+        leaves = leaf_copies(inputs, GRAD_INPUTS)
+        return Built(lambda: (kernelindex_gated_mlp(leaves["x"], leaves["w_gate"], leaves["w_up"], leaves["w_down"],
+                                                    act),),
+                     leaves, f"KernelIndex gated MLP: cuBLAS GEMMs + Triton {hidden_act} fwd/bwd", OUTPUT_NAMES)
+    if provider == "torch":
+        leaves = leaf_copies(inputs, GRAD_INPUTS)
+        return Built(lambda: (F.linear(torch_act(F.linear(leaves["x"], leaves["w_gate"]))
+                                       * F.linear(leaves["x"], leaves["w_up"]), leaves["w_down"]),),
+                     leaves, f"PyTorch eager F.linear MLP ({hidden_act})", OUTPUT_NAMES)
+    x_leaf = x.detach().clone().requires_grad_(True)
+    if provider == "huggingface":
+        try:
+            from transformers.models.llama.modeling_llama import LlamaMLP
+
+            with torch.device(device):
+                module = LlamaMLP(_llama_config(inputs, hidden_act))
+            module = _load_linear_weights(module, inputs, device, dtype)
+            label = f"Transformers {package_version('transformers')} LlamaMLP (hidden_act={hidden_act})"
+            return Built(lambda: (module(x_leaf),), _module_leaves(module, x_leaf), label, OUTPUT_NAMES,
+                         extra={"module": module})
+        except ImportError:
+            leaves = leaf_copies(inputs, GRAD_INPUTS)
+            return Built(lambda: (F.linear(torch_act(F.linear(leaves["x"], leaves["w_gate"]))
+                                           * F.linear(leaves["x"], leaves["w_up"]), leaves["w_down"]),),
+                         leaves, f"PyTorch equivalent of Transformers LlamaMLP (hidden_act={hidden_act})",
+                         OUTPUT_NAMES)
+    if provider == "liger":
+        if not x.is_cuda:
+            raise Unavailable("liger_kernel needs a CUDA device")
+        try:
+            import importlib
+
+            cls = getattr(importlib.import_module(f"liger_kernel.transformers.{kernel}"), liger_class)
+            config = _llama_config(inputs, hidden_act)
+        except Exception as exc:  # noqa: BLE001
+            raise Unavailable(f"liger_kernel / transformers not importable: {exc}") from exc
+        with torch.device(device):
+            module = cls(config)
+        module = _load_linear_weights(module, inputs, device, dtype)
+        return Built(lambda: (module(x_leaf),), _module_leaves(module, x_leaf),
+                     f"Liger-Kernel {package_version('liger-kernel')} {liger_class}", OUTPUT_NAMES,
+                     extra={"module": module})
+    raise Unavailable(f"unknown provider {provider!r} for {kernel}")
+
+
+def build(provider: str, inputs: dict) -> Built:
+    return build_mlp(KERNEL, provider, inputs, "gelu_pytorch_tanh", ACT_GELU_TANH, "LigerGEGLUMLP")
+
+
+def mlp_bytes(kernel, params, dtype, mode) -> int:
+    """Fewest bytes: forward reads x and the three weights and writes y; backward reads dy, x and the
+    weights and writes dx and the three weight gradients; full reads x, weights, dy once and writes y,
+    dx and the weight gradients. Intermediates (gate/up activations) are not counted."""
+    s = mlp_shapes(kernel, params)
+    e = BYTES_PER_ELEMENT[dtype]
+    xb = numel(s["x"]) * e
+    wb = (numel(s["w_gate"]) + numel(s["w_up"]) + numel(s["w_down"])) * e
+    fwd = xb + wb + xb
+    bwd = xb + xb + wb + xb + wb
+    full = xb + wb + xb + xb + xb + wb
+    return {"forward": fwd, "backward": bwd, "full": full}[mode]
+
+
+def mlp_flops(kernel, params, mode) -> int:
+    """GEMM FLOPs: forward 3 GEMMs (2*N*H*I each), backward 6 (dh, dW_down, dgate/dup->dx twice, dW_gate,
+    dW_up); elementwise work is left out (under 0.1% here)."""
+    s = mlp_shapes(kernel, params)
+    tokens = numel(s["x"]) // s["x"][-1]
+    hidden, inter = s["w_up"][1], s["w_up"][0]
+    one = 2 * tokens * hidden * inter
+    return {"forward": 3 * one, "backward": 6 * one, "full": 9 * one}[mode]
+
+
+def bytes_moved(params, dtype, mode) -> int:
+    return mlp_bytes(KERNEL, params, dtype, mode)
+
+
+def flops(params, mode) -> int:
+    return mlp_flops(KERNEL, params, mode)
