@@ -1,0 +1,440 @@
+"""Upstream CSV bytes -> run observations and quarantine rows, in Arrow and DuckDB SQL.
+
+Every data line of a snapshot ends in exactly one place: an accepted observation (one run as one
+revision lists it) or a quarantine row with the reason it was refused. Row-level work is columnar;
+Python only touches the small dimension tables (distinct workloads, GPUs, implementations, protocols).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+import kernels
+from kernelindex_pipeline import catalog
+from kernelindex_pipeline.identity import digest
+from kernelindex_pipeline.sources import Revision
+
+UPSTREAM_COLUMNS: tuple[str, ...] = (
+    "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name", "x_label",
+    "x_value", "y_value_50", "y_value_20", "y_value_80", "extra_benchmark_config_str", "gpu_name", "timestamp",
+    "liger_version",
+)
+MAX_LATENCY_MS = 3.6e6  # an hour per pass is a broken measurement, not a slow kernel
+MAX_MEMORY_MB = 2.0**20  # a tebibyte of device memory
+
+QUARANTINE_SCHEMA = pa.schema(
+    [("revision_key", pa.string()), ("source", pa.string()), ("source_revision", pa.string()),
+     ("line_number", pa.int64()), ("reason", pa.string()), ("raw_line", pa.string())]
+)
+
+
+@dataclass
+class Snapshot:
+    revision: Revision
+    data: bytes
+
+
+@dataclass
+class Normalized:
+    observations: pa.Table  # one narrow row per accepted line
+    dims: pa.Table  # what each dim_key of the observations means
+    quarantine: pa.Table
+    workloads: pa.Table
+    rows_in: int
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+@dataclass
+class _Parsed:
+    table: pa.Table | None  # accepted rows, upstream columns + line_number
+    rejected: list[tuple[int, str]]  # (line number, reason)
+    text: str | None  # decoded text, kept only where quarantine needs raw lines
+    has_replacement: bool = False
+
+
+def _read_fast(data: bytes, header: list[str]) -> pa.Table | None:
+    """Arrow's parallel reader, when the file is clean: valid UTF-8, no damaged or blank lines."""
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(data),
+            convert_options=pacsv.ConvertOptions(
+                column_types={c: pa.string() for c in header}, strings_can_be_null=False, quoted_strings_can_be_null=False
+            ),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None  # a line with the wrong number of fields, or bytes that are not UTF-8
+    physical = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if table.num_rows != physical - 1:
+        return None  # blank lines (which Arrow skips) or stray line breaks: line numbers need the exact path
+    numbers = pa.array(np.arange(2, table.num_rows + 2, dtype=np.int64))
+    return table.select(list(UPSTREAM_COLUMNS)).append_column("line_number", numbers)
+
+
+def _parse_snapshot(data: bytes) -> _Parsed:
+    end = data.find(b"\n")
+    head = data[: end if end >= 0 else len(data)].rstrip(b"\r").decode("utf-8", errors="replace")
+    header = next(csv.reader([head]), [])
+    missing = [c for c in UPSTREAM_COLUMNS if c not in header]
+    if missing or len(set(header)) != len(header):
+        why = f"missing column(s) {', '.join(missing)}" if missing else "duplicate column names"
+        reason = f"schema drift: {why}; header is {head[:200]!r}"
+        text = data.decode("utf-8", errors="replace")
+        return _Parsed(None, [(n, reason) for n, line in enumerate(_lines(text)[1:], start=2) if line.strip()], text)
+    fast = _read_fast(data, header)
+    if fast is not None:
+        return _Parsed(fast, [], None)
+
+    # Slow, exact path for a damaged file: one physical line is one record, as upstream writes them.
+    text = data.decode("utf-8", errors="replace")
+    rejected, accepted, numbers = [], [], []
+    for n, line in enumerate(_lines(text)[1:], start=2):
+        if not line.strip():
+            continue
+        fields = next(csv.reader([line]), [])
+        if len(fields) != len(header):
+            rejected.append((n, f"malformed CSV line: {len(fields)} fields, header has {len(header)}"))
+        else:
+            accepted.append(fields)
+            numbers.append(n)
+    columns = list(zip(*accepted)) if accepted else [[] for _ in header]
+    table = pa.table({name: pa.array(col, pa.string()) for name, col in zip(header, columns)})
+    table = table.select(list(UPSTREAM_COLUMNS)).append_column("line_number", pa.array(numbers, pa.int64()))
+    return _Parsed(table, rejected, text, "\ufffd" in text)
+
+
+def _raw_table(snapshots: Sequence[Snapshot]) -> tuple[pa.Table, list[tuple[str, int, str]], dict[str, _Parsed], bool]:
+    parts, rejected, parsed, replacement = [], [], {}, False
+    for snap in snapshots:
+        key = snap.revision.key
+        result = parsed[key] = _parse_snapshot(snap.data)
+        rejected += [(key, n, reason) for n, reason in result.rejected]
+        replacement |= result.has_replacement
+        if result.table is not None and result.table.num_rows:
+            parts.append(result.table.append_column("revision_key", pa.repeat(key, result.table.num_rows)))
+    return (pa.concat_tables(parts) if parts else _empty_raw()), rejected, parsed, replacement
+
+
+# ---------------------------------------------------------------------------------------------------
+# Dimension tables, one row per distinct value (a few thousand at most), built in Python.
+
+def _render(value) -> tuple[str, bool]:
+    """(slug text, is numeric) of a parameter value."""
+    if isinstance(value, bool):
+        return ("true" if value else "false"), False
+    if isinstance(value, int):
+        return str(value), True
+    if isinstance(value, float):
+        return (str(int(value)) if value.is_integer() else repr(value)), True
+    return str(value), False
+
+
+def _number(text: str):
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(value):
+        return text
+    return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+
+
+def _slug_safe(text: str) -> str:
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.+") else "_" for ch in text)
+
+
+def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
+    """Canonical workload of one upstream (kernel, x, config) triple, or {'reason': ...}."""
+    try:
+        cfg = json.loads(config)
+    except (ValueError, RecursionError):
+        return {"reason": "extra_benchmark_config_str is not valid JSON"}
+    if not isinstance(cfg, dict):
+        return {"reason": "extra_benchmark_config_str is not a JSON object"}
+    spec = kernels.lookup(kernel)
+    params, dtype, implied = {}, None, {}
+    for key, value in cfg.items():
+        if value is None:  # e.g. the swept parameter, which the x column gives
+            continue
+        if isinstance(value, (dict, list)):
+            return {"reason": f"config parameter {key!r} is not a scalar"}
+        name = spec.canonical(key)
+        if name == "dtype":
+            dtype = kernels.DTYPE_NAMES.get(str(value), _slug_safe(str(value).removeprefix("torch.")))
+        elif key in spec.implied or name in spec.implied:
+            implied[name] = value
+        else:
+            params[name] = value
+    params[spec.canonical(x_name)] = _number(x_value)  # the swept parameter wins over a config default
+    parts = []
+    for name in sorted(params):
+        text, numeric = _render(params[name])
+        parts.append(f"{_slug_safe(name)}{_slug_safe(text)}" if numeric else f"{_slug_safe(name)}-{_slug_safe(text)}")
+    slug = "-".join(parts + ([dtype] if dtype else []))
+    tensors = spec.input_tensors(params, dtype)
+    definition = {
+        "apiVersion": "kernelindex.dev/v1alpha1",
+        "kind": "WorkloadDefinition",
+        "metadata": {"name": f"{kernel}-{slug}", "title": f"{spec.title} · {display(params, dtype)}"},
+        "spec": {
+            "kernel": kernel,
+            "parameters": params,
+            "dtype": dtype,
+            "implied": implied,
+            "inputs": tensors if tensors is not None else "unknown",
+            "comparator": "not_asserted",
+        },
+    }
+    return {"workload_slug": slug, "workload_digest": digest(definition), "definition": definition,
+            "known_kernel": kernels.is_known(kernel), "shapes_known": tensors is not None}
+
+
+def display(params: dict, dtype: str | None) -> str:
+    """'seq = 2048 · hidden = 2048 · q_heads = 32 · kv_heads = 8 · bf16'."""
+    order = {name: i for i, name in enumerate(kernels.DISPLAY_ORDER)}
+    names = sorted(params, key=lambda n: (order.get(n, len(order)), n))
+    return " · ".join([f"{n} = {_render(params[n])[0]}" for n in names] + ([dtype] if dtype else []))
+
+
+def _workload_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    keys = con.sql("SELECT DISTINCT kernel_name, x_name, x_value, extra_benchmark_config_str FROM keys "
+                   "WHERE json_valid(extra_benchmark_config_str)").fetchall()
+    rows = []
+    for kernel, x_name, x_value, config in keys:
+        w = workload_of(kernel, x_name, x_value, config)
+        rows.append({
+            "kernel_name": kernel, "x_name": x_name, "x_value": x_value, "extra_benchmark_config_str": config,
+            "workload_reason": w.get("reason"), "workload_slug": w.get("workload_slug"),
+            "workload_digest": w.get("workload_digest"),
+            "definition": json.dumps(w["definition"], ensure_ascii=False) if "definition" in w else None,
+            "kernel_title": kernels.lookup(kernel).title, "known_kernel": w.get("known_kernel"),
+            "shapes_known": w.get("shapes_known"),
+        })
+    schema = pa.schema([("kernel_name", pa.string()), ("x_name", pa.string()), ("x_value", pa.string()),
+                        ("extra_benchmark_config_str", pa.string()), ("workload_reason", pa.string()),
+                        ("workload_slug", pa.string()), ("workload_digest", pa.string()), ("definition", pa.string()),
+                        ("kernel_title", pa.string()), ("known_kernel", pa.bool_()), ("shapes_known", pa.bool_())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _gpu_dimension() -> pa.Table:
+    rows = []
+    for g in catalog.GPUS.values():
+        env = g.environment()
+        rows.append({"gpu_name": g.source_name, "gpu": g.product, "form_factor": g.form_factor,
+                     "architecture": g.architecture, "environment_digest": digest(env),
+                     "environment": json.dumps(env, ensure_ascii=False)})
+    return pa.Table.from_pylist(rows)
+
+
+def _implementation_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    providers = [p for (p,) in con.sql("SELECT DISTINCT kernel_provider FROM keys").fetchall()]
+    rows = []
+    for p in providers:
+        impl = catalog.implementation(p)
+        rows.append({"kernel_provider": p, "implementation": impl.name, "project": impl.project,
+                     "implementation_digest": digest(impl.manifest()), "known_provider": p in catalog.IMPLEMENTATIONS})
+    return pa.Table.from_pylist(rows, schema=pa.schema([("kernel_provider", pa.string()), ("implementation", pa.string()),
+                                                         ("project", pa.string()), ("implementation_digest", pa.string()),
+                                                         ("known_provider", pa.bool_())]))
+
+
+def _protocol_dimension() -> pa.Table:
+    rows = []
+    for mode in catalog.MODES:
+        for metric in ("latency", "peak_memory"):
+            p = catalog.source_protocol(mode, metric)
+            rows.append({"mode": mode, "metric": metric, "protocol_digest": digest(p),
+                         "protocol": json.dumps(p, ensure_ascii=False)})
+    return pa.Table.from_pylist(rows)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Row-level SQL.
+
+# The columns that say what was measured, where and how; everything but when and how fast. Checks and
+# identity work on these run once per distinct combination, not once per row.
+DIMENSION_COLUMNS = ("kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
+                     "x_value", "extra_benchmark_config_str", "gpu_name")
+_DIM_KEY = f"hash({', '.join(DIMENSION_COLUMNS)})"
+_UTF8_CHECK = f"""WHEN concat({", ".join(DIMENSION_COLUMNS)}, y_value_50, y_value_20, y_value_80, timestamp, liger_version)
+         LIKE '%' || chr(65533) || '%'
+        THEN 'invalid UTF-8 bytes in the line'"""
+
+CHECK_SQL = f"""
+CREATE OR REPLACE TEMP TABLE checked AS
+WITH typed AS (
+    SELECT revision_key, line_number, {_DIM_KEY} AS dim_key,
+        try_cast(y_value_50 AS DOUBLE) AS y50, try_cast(y_value_20 AS DOUBLE) AS y20,
+        try_cast(y_value_80 AS DOUBLE) AS y80, metric_unit = 'ms' AS is_latency,
+        try_strptime(timestamp, '%Y-%m-%d %H:%M:%S') AS observed_at, timestamp,
+        NULLIF(liger_version, '') AS liger_version {{utf8_columns}}
+    FROM raw
+)
+SELECT revision_key, line_number, dim_key, y20, y50, y80, observed_at, liger_version, CASE
+    {{utf8_check}}
+    WHEN y50 IS NULL OR y20 IS NULL OR y80 IS NULL THEN 'y_value_20/50/80 is not a number'
+    WHEN isnan(y50) OR isnan(y20) OR isnan(y80) OR isinf(y50) OR isinf(y20) OR isinf(y80)
+        THEN 'y_value_20/50/80 is NaN or infinite'
+    WHEN least(y20, y50, y80) <= 0 THEN 'y_value_20/50/80 is zero or negative'
+    WHEN (is_latency AND y80 > {MAX_LATENCY_MS}) OR (NOT is_latency AND y80 > {MAX_MEMORY_MB})
+        THEN 'absurd value: over ' || CASE WHEN is_latency THEN 'an hour per pass' ELSE 'a TiB' END
+    WHEN NOT (y20 <= y50 AND y50 <= y80) THEN 'quantiles out of order: p20 <= p50 <= p80 does not hold'
+    WHEN observed_at IS NULL THEN 'timestamp is not YYYY-MM-DD HH:MM:SS: ' || timestamp
+END AS reason
+FROM typed
+"""
+
+KEYS_SQL = f"""
+CREATE OR REPLACE TEMP TABLE keys AS
+SELECT {_DIM_KEY} AS dim_key, {", ".join(f"any_value({c}) AS {c}" for c in DIMENSION_COLUMNS)} FROM raw GROUP BY 1
+"""
+
+# Everything about a run but its timestamp and values, once per distinct upstream key.
+DIMENSIONS_SQL = f"""
+CREATE OR REPLACE TEMP TABLE dims AS
+WITH checked_keys AS (
+    SELECT *, CASE
+        WHEN kernel_name = '' OR kernel_provider = '' OR kernel_operation_mode = '' OR x_name = '' OR x_value = ''
+            THEN 'missing value in kernel_name, kernel_provider, kernel_operation_mode, x_name or x_value'
+        WHEN NOT regexp_full_match(kernel_name, '[a-z0-9_]+') THEN 'kernel_name is not a lower-case identifier: ' || kernel_name
+        WHEN NOT regexp_full_match(kernel_provider, '[A-Za-z0-9_.-]+') THEN 'kernel_provider is not an identifier: ' || kernel_provider
+        WHEN kernel_operation_mode NOT IN ({", ".join(f"'{m}'" for m in catalog.MODES)})
+            THEN 'unknown operation mode: ' || kernel_operation_mode
+        WHEN NOT ((metric_name = 'speed' AND metric_unit = 'ms') OR (metric_name = 'memory' AND metric_unit = 'MB'))
+            THEN 'unknown metric or unit: ' || metric_name || ' in ' || metric_unit
+        WHEN NOT json_valid(extra_benchmark_config_str) THEN 'extra_benchmark_config_str is not valid JSON'
+    END AS key_reason
+    FROM keys
+), j AS (
+    SELECT k.*, w.workload_reason, w.workload_slug, w.workload_digest, w.kernel_title, w.known_kernel,
+        g.gpu, g.form_factor, g.architecture, g.environment_digest,
+        i.implementation, i.project, i.implementation_digest,
+        CASE k.metric_name WHEN 'speed' THEN 'latency' ELSE 'peak_memory' END AS metric,
+        trim(regexp_replace(lower(k.gpu_name), '[^a-z0-9]+', '-', 'g'), '-') AS gpu_slug
+    FROM checked_keys k
+    LEFT JOIN workloads w USING (kernel_name, x_name, x_value, extra_benchmark_config_str)
+    LEFT JOIN gpus g USING (gpu_name)
+    LEFT JOIN implementations i USING (kernel_provider)
+), p AS (
+    SELECT j.*, p.protocol_digest,
+        concat_ws('/', kernel_name, kernel_operation_mode, kernel_provider, gpu_slug, workload_slug) || '/' AS id_prefix,
+        CASE WHEN metric = 'peak_memory' THEN '/peak_memory' ELSE '' END AS id_suffix
+    FROM j LEFT JOIN (SELECT mode AS kernel_operation_mode, metric, protocol_digest FROM protocols) p
+        USING (kernel_operation_mode, metric)
+)
+SELECT *,
+    coalesce(key_reason, CASE WHEN gpu IS NULL THEN 'unknown GPU: ' || gpu_name END, workload_reason) AS dim_reason,
+    kernel_title || ' · ' || kernel_provider || ' · ' || kernel_operation_mode
+        || CASE WHEN metric = 'peak_memory' THEN ' · peak memory' ELSE '' END AS title,
+    'sha256:' || sha256('{{"environment":"' || environment_digest || '","family":"{catalog.SOURCE_FAMILY}","kernel":"'
+        || kernel_name || '","metric":"' || metric || '","mode":"' || kernel_operation_mode || '","workload":"'
+        || workload_digest || '"}}') AS comparison_key,
+    '{catalog.SOURCE_NATIVE}' AS evidence_level, '{catalog.SOURCE}' AS source
+FROM p
+"""
+
+# One narrow row per accepted line: the run it observes, when, and its values.
+OBSERVATIONS_SQL = f"""
+CREATE OR REPLACE TEMP TABLE identified AS
+SELECT substr(sha256('{catalog.SOURCE}:' || d.id_prefix || strftime(c.observed_at, '%Y-%m-%d-%H-%M-%S') || d.id_suffix),
+              1, 16) AS run_id,
+    c.dim_key, c.revision_key, c.line_number, c.observed_at, c.liger_version,
+    CAST(round(c.y50 * CASE d.metric WHEN 'latency' THEN 1e6 ELSE 1048576 END) AS BIGINT) AS median_value,
+    CAST(round(c.y20 * CASE d.metric WHEN 'latency' THEN 1e6 ELSE 1048576 END) AS BIGINT) AS p20_value,
+    CAST(round(c.y80 * CASE d.metric WHEN 'latency' THEN 1e6 ELSE 1048576 END) AS BIGINT) AS p80_value,
+    c.y20 AS source_p20, c.y50 AS source_p50, c.y80 AS source_p80
+FROM checked c JOIN dims d USING (dim_key)
+WHERE c.reason IS NULL AND d.dim_reason IS NULL;
+
+CREATE OR REPLACE TEMP TABLE duplicates AS
+SELECT revision_key, run_id, min(line_number) AS first_line FROM identified GROUP BY ALL HAVING count(*) > 1;
+
+CREATE OR REPLACE TEMP TABLE rejected AS
+SELECT revision_key, line_number, reason FROM checked WHERE reason IS NOT NULL
+UNION ALL
+SELECT c.revision_key, c.line_number, d.dim_reason FROM checked c JOIN dims d USING (dim_key)
+WHERE c.reason IS NULL AND d.dim_reason IS NOT NULL
+UNION ALL
+SELECT i.revision_key, i.line_number, 'duplicate of line ' || d.first_line || ' (same run identity)'
+FROM identified i JOIN duplicates d USING (revision_key, run_id) WHERE i.line_number <> d.first_line;
+"""
+
+_OBSERVATIONS = """
+SELECT * FROM identified
+WHERE NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.revision_key = identified.revision_key
+                  AND d.run_id = identified.run_id AND d.first_line <> identified.line_number)
+"""
+
+
+def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | None = None) -> Normalized:
+    """Normalize snapshots into observations (one row per accepted line) and quarantine rows."""
+    con = con or duckdb.connect()
+    raw, malformed, parsed, replacement = _raw_table(snapshots)
+    tables = {
+        "raw": raw,
+        "gpus": _gpu_dimension(),
+        "protocols": _protocol_dimension(),
+        "malformed": pa.table({"revision_key": pa.array([r[0] for r in malformed], pa.string()),
+                               "line_number": pa.array([r[1] for r in malformed], pa.int64()),
+                               "reason": pa.array([r[2] for r in malformed], pa.string())}),
+    }
+    for name, table in tables.items():
+        con.register(name, table)
+    con.execute(CHECK_SQL.format(
+        utf8_check=_UTF8_CHECK if replacement else "",
+        utf8_columns=(", " + ", ".join(["y_value_50", "y_value_20", "y_value_80", *DIMENSION_COLUMNS])) if replacement else "",
+    ))
+    con.execute(KEYS_SQL)
+    con.register("workloads", _workload_dimension(con))
+    con.register("implementations", _implementation_dimension(con))
+    con.execute(DIMENSIONS_SQL)
+    con.execute(OBSERVATIONS_SQL)
+    observations = con.sql(_OBSERVATIONS).to_arrow_table()
+    dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason) FROM dims WHERE dim_reason IS NULL").to_arrow_table()
+    rejected = con.sql("SELECT * FROM malformed UNION ALL SELECT * FROM rejected ORDER BY revision_key, line_number").to_arrow_table()
+    workloads = con.sql("SELECT DISTINCT workload_digest, kernel_name AS kernel, workload_slug, definition, shapes_known "
+                        "FROM workloads WHERE workload_digest IS NOT NULL").to_arrow_table()
+    for name in [*tables, "workloads", "implementations"]:
+        con.unregister(name)
+    rows_in = raw.num_rows + len(malformed)
+    return Normalized(observations, dims, _with_raw_lines(rejected, snapshots, parsed), workloads, rows_in)
+
+
+def _with_raw_lines(rejected: pa.Table, snapshots: Sequence[Snapshot], parsed: dict[str, _Parsed]) -> pa.Table:
+    """Quarantine rows: each refused line with its source, revision and raw text."""
+    revisions = {s.revision.key: s for s in snapshots}
+    keys, numbers, reasons = (rejected.column(c).to_pylist() for c in ("revision_key", "line_number", "reason"))
+    lines = {}
+    for key in set(keys):
+        text = parsed[key].text or revisions[key].data.decode("utf-8", errors="replace")
+        lines[key] = _lines(text)
+    rows = {
+        "revision_key": keys,
+        "source": [revisions[k].revision.path for k in keys],
+        "source_revision": [revisions[k].revision.commit for k in keys],
+        "line_number": numbers,
+        "reason": reasons,
+        "raw_line": [lines[k][n - 1] if 0 < n <= len(lines[k]) else "" for k, n in zip(keys, numbers)],
+    }
+    return pa.table(rows, schema=QUARANTINE_SCHEMA)
+
+
+def _empty_raw() -> pa.Table:
+    names = [*UPSTREAM_COLUMNS, "line_number", "revision_key"]
+    return pa.schema([(n, pa.int64() if n == "line_number" else pa.string()) for n in names]).empty_table()
