@@ -110,7 +110,7 @@ def measure_provider(impl, target, provider, seed=0):
     from kernelindex_pipeline.gpu.timing import peak_memory, time_fn
 
     inputs = impl.make_inputs(target["params"], target["dtype"], seed, "cuda")
-    built = impl.build(provider, inputs)
+    built = impl.build(provider, inputs, target["params"])
     leaves = list(built.leaves.values())
     dys = grad_outputs(as_tuple(built.fn()), seed)
 

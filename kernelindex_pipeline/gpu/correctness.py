@@ -53,11 +53,11 @@ class _NoTF32:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.prev
 
 
-def reference_outputs(impl, inputs: dict, dys):
+def reference_outputs(impl, inputs: dict, dys, params=None):
     ref_dtype = getattr(impl, "REFERENCE_DTYPE", torch.float64)
     ref_in = _upcast(inputs, impl.GRAD_INPUTS, ref_dtype)
     with _NoTF32():
-        outs = as_tuple(impl.reference(ref_in))
+        outs = as_tuple(impl.reference(ref_in, params))
         leaves = [ref_in[n] for n in impl.GRAD_INPUTS]
         grads = torch.autograd.grad(outs, leaves, [d.to(o.dtype) for d, o in zip(dys, outs)], allow_unused=True)
     return [o.detach() for o in outs], {n: g for n, g in zip(impl.GRAD_INPUTS, grads)}
@@ -80,7 +80,7 @@ def check_correctness(impl, providers, params: dict, dtype: str, device, seeds=P
             if provider in unavailable:
                 continue
             try:
-                built = build(provider, inputs)
+                built = build(provider, inputs, params)
             except Unavailable as exc:
                 unavailable[provider] = str(exc)
                 continue
@@ -90,7 +90,7 @@ def check_correctness(impl, providers, params: dict, dtype: str, device, seeds=P
                 outs = as_tuple(built.fn())
                 dys = grad_outputs(outs, seed)
                 if ref_outs is None:
-                    ref_outs, ref_grads = reference_outputs(impl, inputs, dys)
+                    ref_outs, ref_grads = reference_outputs(impl, inputs, dys, params)
                 leaves = [built.leaves[n] for n in impl.GRAD_INPUTS]
                 grads = torch.autograd.grad(outs, leaves, dys, allow_unused=True)
             except Exception as exc:  # noqa: BLE001 - a crash is a correctness failure

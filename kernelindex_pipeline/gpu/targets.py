@@ -31,8 +31,8 @@ MORE_TARGETS = [
     _t("swiglu", {"batch": 4, "seq": 8192, "hidden": 4096, "intermediate": 11008}),
     # rms_norm (M=2048 rows, eps 1e-6), H sweep
     _t("rms_norm", {"rows": 2048, "hidden": 1024, "eps": 1e-06}),
-    _t("rms_norm", {"rows": 2048, "hidden": 8192, "eps": 1e-06}),
-    _t("rms_norm", {"rows": 2048, "hidden": 32768, "eps": 1e-06}),
+    _t("rms_norm", {"rows": 2048, "hidden": 4096, "eps": 1e-06}),
+    _t("rms_norm", {"rows": 2048, "hidden": 16384, "eps": 1e-06}),
     # layer_norm (M=4096 rows, fp32, eps 1e-6), N sweep
     _t("layer_norm", {"rows": 4096, "hidden": 1024, "eps": 1e-06}, dtype="fp32"),
     _t("layer_norm", {"rows": 4096, "hidden": 4096, "eps": 1e-06}, dtype="fp32"),

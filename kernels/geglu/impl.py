@@ -66,7 +66,7 @@ def gelu_tanh_ref(a):
     return 0.5 * a * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (a + 0.044715 * a * a * a)))
 
 
-def reference(inputs: dict) -> tuple[torch.Tensor]:
+def reference(inputs: dict, params: dict | None = None) -> tuple[torch.Tensor]:
     x, wg, wu, wd = inputs["x"], inputs["w_gate"], inputs["w_up"], inputs["w_down"]
     return (F.linear(gelu_tanh_ref(F.linear(x, wg)) * F.linear(x, wu), wd),)
 
@@ -266,7 +266,7 @@ def build_mlp(kernel: str, provider: str, inputs: dict, hidden_act: str, act: in
     raise Unavailable(f"unknown provider {provider!r} for {kernel}")
 
 
-def build(provider: str, inputs: dict) -> Built:
+def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
     return build_mlp(KERNEL, provider, inputs, "gelu_pytorch_tanh", ACT_GELU_TANH, "LigerGEGLUMLP")
 
 

@@ -54,7 +54,7 @@ def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.
     return {"q": q, "k": k, "freqs_cis": freqs_cis_for(shapes["q"][1], shapes["q"][3], device)}
 
 
-def reference(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+def reference(inputs: dict, params: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Complex multiply in the inputs' precision (the comparator upcasts to float64 / complex128)."""
     q, k, f = inputs["q"], inputs["k"], inputs["freqs_cis"]
     f = f.reshape(1, q.shape[1], 1, q.shape[-1] // 2)
@@ -167,7 +167,7 @@ def _torch_apply_rotary_emb(xq, xk, freqs_cis):
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
 
-def build(provider: str, inputs: dict) -> Built:
+def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
     leaves = leaf_copies(inputs, GRAD_INPUTS)
     q, k = leaves["q"], leaves["k"]
     f = inputs["freqs_cis"]

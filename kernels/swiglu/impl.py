@@ -28,13 +28,13 @@ def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.
     return make_mlp_inputs(KERNEL, params, dtype, seed, device)
 
 
-def reference(inputs: dict) -> tuple[torch.Tensor]:
+def reference(inputs: dict, params: dict | None = None) -> tuple[torch.Tensor]:
     x, wg, wu, wd = inputs["x"], inputs["w_gate"], inputs["w_up"], inputs["w_down"]
     g = F.linear(x, wg)
     return (F.linear(g * torch.sigmoid(g) * F.linear(x, wu), wd),)
 
 
-def build(provider: str, inputs: dict) -> Built:
+def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
     return build_mlp(KERNEL, provider, inputs, "silu", ACT_SILU, "LigerSwiGLUMLP")
 
 

@@ -1,0 +1,269 @@
+"""RMSNorm over the last dimension: inputs, references, providers, KernelIndex's Triton kernels.
+
+The Triton code here also serves LayerNorm (``kernels.layer_norm.impl``, ``IS_LN=True``). Forward: one
+program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row). Backward: a fixed
+number of programs each walk a strided set of rows, write dx, and keep the weight (and bias)
+gradient partial sums in registers; a final sum over programs gives dw (db).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+import kernels
+from kernels._impl_common import (
+    BYTES_PER_ELEMENT,
+    Built,
+    Unavailable,
+    generator,
+    leaf_copies,
+    numel,
+    package_version,
+    randn,
+    torch_dtype,
+)
+
+KERNEL = "rms_norm"
+GRAD_INPUTS = ("x", "weight")
+OUTPUT_NAMES = ("y",)
+PROVIDERS = ("kernelindex", "liger", "huggingface")
+REFERENCE_DTYPE = torch.float64
+DEFAULT_EPS = 1e-6
+
+
+def _shapes(kernel, params):
+    return {t["name"]: t["shape"] for t in kernels.lookup(kernel).input_tensors(params, None)}
+
+
+def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
+    s = _shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = torch_dtype(dtype)
+    return {"x": randn(s["x"], td, gen, device), "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0)}
+
+
+def _eps(params) -> float:
+    return float(params.get("eps", DEFAULT_EPS))
+
+
+def reference(inputs: dict, params: dict | None = None):
+    eps = _eps(params or {})
+    x, w = inputs["x"], inputs["weight"]
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w,)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps,
+                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    mask = (rows[:, None] < n_rows) & col_ok[None, :]
+    off = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
+    x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if IS_LN:
+        mean = tl.sum(x, axis=1) / n_cols
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
+    else:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        y = x * rstd[:, None] * w[None, :]
+    tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
+    tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
+                     n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    db_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    row0 = pid * rows_per_prog
+    for i in range(0, rows_per_prog):
+        row = row0 + i
+        if row < n_rows:
+            off = row.to(tl.int64) * n_cols + cols
+            x = tl.load(x_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
+            rstd = tl.load(rstd_ptr + row)
+            if IS_LN:
+                mean = tl.load(mean_ptr + row)
+                xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
+            else:
+                xhat = x * rstd
+            wdy = w * dy
+            c1 = tl.sum(xhat * wdy, axis=0) / n_cols
+            if IS_LN:
+                c2 = tl.sum(wdy, axis=0) / n_cols
+                dx = (wdy - (xhat * c1 + c2)) * rstd
+                db_acc += dy
+            else:
+                dx = (wdy - xhat * c1) * rstd
+            dw_acc += dy * xhat
+            tl.store(dx_ptr + off, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
+    tl.store(dw_part_ptr + pid * n_cols + cols, dw_acc, mask=col_ok)
+    if IS_LN:
+        tl.store(db_part_ptr + pid * n_cols + cols, db_acc, mask=col_ok)
+
+
+def _fwd_meta(n_cols):
+    block_n = triton.next_power_of_2(n_cols)
+    block_m = max(1, min(16, 4096 // block_n))
+    num_warps = 4 if block_n * block_m <= 4096 else (8 if block_n <= 8192 else 16)
+    return block_m, block_n, num_warps
+
+
+_SM_COUNT = {}
+
+
+def _sm_count(device) -> int:
+    if device.type != "cuda":
+        return 4
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+def norm_forward(x2, w, b, eps, is_ln):
+    n_rows, n_cols = x2.shape
+    y = torch.empty_like(x2)
+    rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
+    mean = torch.empty(n_rows, dtype=torch.float32, device=x2.device) if is_ln else rstd
+    block_m, block_n, num_warps = _fwd_meta(n_cols)
+    _norm_fwd_kernel[(triton.cdiv(n_rows, block_m),)](
+        x2, w, b if b is not None else w, y, mean, rstd, n_rows, n_cols, eps,
+        IS_LN=is_ln, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    return y, mean, rstd
+
+
+def norm_backward(dy2, x2, w, mean, rstd, is_ln):
+    n_rows, n_cols = x2.shape
+    block_n = triton.next_power_of_2(n_cols)
+    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
+    n_prog = min(n_rows, _sm_count(x2.device) * (4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)))
+    rows_per_prog = triton.cdiv(n_rows, n_prog)
+    n_prog = triton.cdiv(n_rows, rows_per_prog)
+    dx = torch.empty_like(x2)
+    dw_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device)
+    db_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
+    _norm_bwd_kernel[(n_prog,)](dy2, x2, w, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, rows_per_prog,
+                                IS_LN=is_ln, BLOCK_N=block_n, num_warps=num_warps)
+    dw = dw_part.sum(0).to(w.dtype)
+    db = db_part.sum(0).to(w.dtype) if is_ln else None
+    return dx, dw, db
+
+
+class KernelIndexNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, is_ln):
+        x2 = x.reshape(-1, x.shape[-1])
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        y, mean, rstd = norm_forward(x2, weight, bias, eps, is_ln)
+        ctx.save_for_backward(x2, weight, mean, rstd)
+        ctx.is_ln = is_ln
+        ctx.x_shape = x.shape
+        return y.view(x.shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x2, w, mean, rstd = ctx.saved_tensors
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        if not dy2.is_contiguous():
+            dy2 = dy2.contiguous()
+        dx, dw, db = norm_backward(dy2, x2, w, mean, rstd, ctx.is_ln)
+        return dx.view(ctx.x_shape), dw, db, None, None
+
+
+def kernelindex_rms_norm(x, weight, eps=DEFAULT_EPS):
+    return KernelIndexNorm.apply(x, weight, None, eps, False)
+
+
+def kernelindex_layer_norm(x, weight, bias, eps=DEFAULT_EPS):
+    return KernelIndexNorm.apply(x, weight, bias, eps, True)
+
+
+def _torch_llama_rms_norm(x, w, eps):
+    """PyTorch equivalent of Transformers LlamaRMSNorm.forward."""
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return w * h.to(x.dtype)
+
+
+def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
+    eps = _eps(params or {})
+    x = inputs["x"]
+    hidden = x.shape[-1]
+    if provider == "kernelindex":
+        leaves = leaf_copies(inputs, GRAD_INPUTS)
+        return Built(lambda: (kernelindex_rms_norm(leaves["x"], leaves["weight"], eps),), leaves,
+                     "KernelIndex Triton RMSNorm (fwd+bwd)", OUTPUT_NAMES)
+    if provider == "torch":
+        leaves = leaf_copies(inputs, GRAD_INPUTS)
+        return Built(lambda: (_torch_llama_rms_norm(leaves["x"], leaves["weight"], eps),), leaves,
+                     "PyTorch eager RMSNorm (LlamaRMSNorm arithmetic)", OUTPUT_NAMES)
+    x_leaf = x.detach().clone().requires_grad_(True)
+    if provider == "huggingface":
+        try:
+            from transformers.models.llama.modeling_llama import LlamaRMSNorm
+        except ImportError:
+            leaves = leaf_copies(inputs, GRAD_INPUTS)
+            return Built(lambda: (_torch_llama_rms_norm(leaves["x"], leaves["weight"], eps),), leaves,
+                         "PyTorch equivalent of Transformers LlamaRMSNorm", OUTPUT_NAMES)
+        module = LlamaRMSNorm(hidden, eps=eps).to(device=x.device, dtype=x.dtype)
+        label = f"Transformers {package_version('transformers')} LlamaRMSNorm"
+    elif provider == "liger":
+        if not x.is_cuda:
+            raise Unavailable("liger_kernel needs a CUDA device")
+        try:
+            from liger_kernel.transformers.rms_norm import LigerRMSNorm
+        except Exception as exc:  # noqa: BLE001
+            raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+        module = LigerRMSNorm(hidden_size=hidden, eps=eps).to(device=x.device, dtype=x.dtype)
+        label = f"Liger-Kernel {package_version('liger-kernel')} LigerRMSNorm"
+    else:
+        raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+    with torch.no_grad():
+        module.weight.copy_(inputs["weight"])
+    return Built(lambda: (module(x_leaf),), {"x": x_leaf, "weight": module.weight}, label, OUTPUT_NAMES,
+                 extra={"module": module})
+
+
+def norm_bytes(kernel, params, dtype, mode, n_params: int) -> int:
+    """Forward reads x and the parameters, writes y; backward reads dy, x and the parameters, writes dx and
+    the parameter gradients; full reads x, parameters, dy once, writes y, dx and the parameter gradients.
+    The saved per-row statistics (4-8 bytes a row) are not counted."""
+    s = _shapes(kernel, params)
+    e = BYTES_PER_ELEMENT[dtype]
+    xb = numel(s["x"]) * e
+    pb = n_params * s["x"][-1] * e
+    return {"forward": 2 * xb + pb, "backward": 3 * xb + 2 * pb, "full": 4 * xb + 2 * pb}[mode]
+
+
+def norm_flops(kernel, params, mode, per_elem_fwd: int, per_elem_bwd: int) -> int:
+    s = _shapes(kernel, params)
+    n = numel(s["x"])
+    return {"forward": per_elem_fwd * n, "backward": per_elem_bwd * n,
+            "full": (per_elem_fwd + per_elem_bwd) * n}[mode]
+
+
+def bytes_moved(params, dtype, mode) -> int:
+    return norm_bytes(KERNEL, params, dtype, mode, 1)
+
+
+def flops(params, mode) -> int:
+    """Forward: square, sum, scale, weight (4 per element); backward about 8 per element."""
+    return norm_flops(KERNEL, params, mode, 4, 8)
