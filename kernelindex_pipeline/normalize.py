@@ -181,6 +181,12 @@ def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
         else:
             params[name] = value
     params[spec.canonical(x_name)] = _number(x_value)  # the swept parameter wins over a config default
+    return workload_definition(kernel, params, dtype, implied)
+
+
+def workload_definition(kernel: str, params: dict, dtype: str | None, implied: dict | None = None) -> dict:
+    """Slug, digest and WorkloadDefinition of canonical parameters (source runs and reruns alike)."""
+    spec = kernels.lookup(kernel)
     parts = []
     for name in sorted(params):
         text, numeric = _render(params[name])
@@ -195,7 +201,7 @@ def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
             "kernel": kernel,
             "parameters": params,
             "dtype": dtype,
-            "implied": implied,
+            "implied": implied or {},
             "inputs": tensors if tensors is not None else "unknown",
             "comparator": "not_asserted",
         },

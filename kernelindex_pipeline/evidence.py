@@ -1,0 +1,117 @@
+"""KernelIndex-controlled evidence: rerun records (gzipped JSONL) -> controlled runs, and reproductions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import kernels
+from kernelindex_pipeline import catalog
+from kernelindex_pipeline.identity import digest, manifest_name, run_id, slugify
+from kernelindex_pipeline.normalize import workload_definition
+
+RERUN_SOURCE = "kernelindex-rerun"
+REQUIRED = ("kernel", "provider", "mode", "metric", "unit", "status", "params", "observed_at", "protocol", "environment")
+
+
+class EvidenceError(ValueError):
+    """An evidence record that cannot become a controlled run; the message says why."""
+
+
+def read_records(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, dict]:
+    """(controlled_runs row, protocol, environment, workload) of one rerun record."""
+    missing = [k for k in REQUIRED if k not in record]
+    if missing:
+        raise EvidenceError(f"evidence record lacks {', '.join(missing)}")
+    kernel, provider, mode, metric = (record[k] for k in ("kernel", "provider", "mode", "metric"))
+    protocol, environment = record["protocol"], record["environment"]
+    hardware = environment["spec"]["hardware"]
+    workload = workload_definition(kernel, record["params"], record.get("dtype"), record.get("implied"))
+    gpu_slug = slugify(" ".join(filter(None, [hardware["product"], hardware.get("formFactor")])))
+    observed = datetime.fromisoformat(record["observed_at"].replace("Z", "+00:00")).astimezone(timezone.utc)
+    external_id = "/".join([kernel, mode, provider, gpu_slug, workload["workload_slug"], observed.strftime("%Y-%m-%d-%H-%M-%S")])
+    if metric == "peak_memory":
+        external_id += "/peak_memory"
+    impl = catalog.implementation(provider)
+    family = protocol["spec"]["comparability"]["family"]
+    environment_digest, protocol_digest = digest(environment), digest(protocol)
+    comparison = {"environment": environment_digest, "family": family, "kernel": kernel, "metric": metric,
+                  "mode": mode, "workload": workload["workload_digest"]}
+    title = f"{kernels.lookup(kernel).title} · {provider} · {mode}" + (" · peak memory" if metric == "peak_memory" else "")
+    row = {
+        "run_id": run_id(RERUN_SOURCE, external_id), "external_id": external_id,
+        "name": manifest_name("kernelindex", external_id), "title": title, "kernel": kernel,
+        "operation_mode": mode, "provider": provider, "implementation": impl.name, "project": impl.project,
+        "metric": metric, "unit": record["unit"], "median_value": record.get("median"), "p20_value": record.get("p20"),
+        "p80_value": record.get("p80"), "gpu": hardware["product"], "form_factor": hardware.get("formFactor"),
+        "architecture": hardware.get("architecture"), "workload_slug": workload["workload_slug"],
+        "observed_at": observed.replace(tzinfo=None), "evidence_level": catalog.CONTROLLED, "source": RERUN_SOURCE,
+        "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol_digest,
+        "workload_digest": workload["workload_digest"], "environment_digest": environment_digest,
+        "implementation_digest": digest(impl.manifest()), "evidence_file": evidence_file,
+        "record": json.dumps(record, sort_keys=True),
+    }
+    return row, protocol, environment, workload
+
+
+def load_evidence(directory: Path) -> tuple[list[dict], list[dict], list[dict], list[dict], list[dict]]:
+    """Controlled runs, protocols, environments, workloads and refused records from every evidence file."""
+    runs, protocols, environments, workloads, refused = {}, {}, {}, {}, []
+    for path in sorted(Path(directory).glob("*.jsonl.gz")):
+        try:
+            records = read_records(path)
+        except (OSError, EOFError, ValueError) as exc:
+            refused.append({"source": path.name, "line_number": 0, "reason": f"unreadable evidence file: {exc}", "raw_line": ""})
+            continue
+        for n, record in enumerate(records, start=1):
+            try:
+                row, protocol, environment, workload = controlled_run(record, path.name)
+            except (EvidenceError, KeyError, TypeError, ValueError) as exc:
+                refused.append({"source": path.name, "line_number": n, "reason": f"evidence record refused: {exc}",
+                                "raw_line": json.dumps(record)[:2000]})
+                continue
+            runs[row["run_id"]] = row
+            protocols[row["protocol_digest"]] = protocol
+            environments[row["environment_digest"]] = environment
+            workloads[workload["workload_digest"]] = workload
+    return list(runs.values()), list(protocols.values()), list(environments.values()), list(workloads.values()), refused
+
+
+# Each controlled run against the source-native runs of the same kernel, pass, metric, workload and
+# implementation; "order held" asks whether the controlled group orders those implementations as the
+# source's group (same source GPU) did.
+REPRODUCTIONS_SQL = """
+WITH controlled AS (
+    SELECT r.* FROM runs r JOIN ranks USING (run_id) WHERE r.evidence_level = 'kernelindex-controlled'
+), source AS (
+    SELECT r.*, k.rank FROM runs r JOIN ranks k USING (run_id) WHERE r.evidence_level = 'source-native'
+), pairs AS (
+    SELECT c.run_id AS controlled_run_id, s.run_id AS source_run_id, c.kernel, c.operation_mode, c.metric,
+        c.provider, c.workload_slug, s.gpu || coalesce(' ' || s.form_factor, '') AS source_gpu,
+        c.median_value AS controlled_median, s.median_value AS source_median,
+        c.median_value::DOUBLE / s.median_value AS ratio_of_medians, c.comparison_key AS controlled_key,
+        s.comparison_key AS source_key
+    FROM controlled c JOIN source s
+      ON s.kernel = c.kernel AND s.operation_mode = c.operation_mode AND s.metric = c.metric
+     AND s.workload_digest = c.workload_digest AND s.provider = c.provider
+), orders AS (
+    SELECT p.controlled_run_id, p.source_run_id,
+        (SELECT string_agg(s2.provider, ' < ' ORDER BY s2.median_value, s2.provider)
+           FROM source s2 WHERE s2.comparison_key = p.source_key
+            AND s2.provider IN (SELECT c2.provider FROM controlled c2 WHERE c2.comparison_key = p.controlled_key)) AS source_order,
+        (SELECT string_agg(c2.provider, ' < ' ORDER BY c2.median_value, c2.provider)
+           FROM controlled c2 WHERE c2.comparison_key = p.controlled_key
+            AND c2.provider IN (SELECT s2.provider FROM source s2 WHERE s2.comparison_key = p.source_key)) AS controlled_order
+    FROM pairs p
+)
+SELECT p.* EXCLUDE (controlled_key, source_key), o.source_order, o.controlled_order,
+    o.source_order = o.controlled_order AS order_held
+FROM pairs p JOIN orders o USING (controlled_run_id, source_run_id)
+"""

@@ -1,0 +1,53 @@
+"""Runs across snapshots: one row per run ever seen, with when it was first and last listed upstream."""
+
+from __future__ import annotations
+
+RUNS_SQL = """
+WITH o AS (
+    SELECT o.*, s.stream, s.committed_at FROM observations o JOIN snapshots s USING (revision_key)
+), first_seen AS (
+    SELECT * FROM o QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY committed_at, revision_key, line_number) = 1
+), span AS (
+    SELECT run_id, arg_max(revision_key, committed_at) AS last_seen_revision, max(committed_at) AS last_seen_at
+    FROM o GROUP BY run_id
+), latest AS (
+    SELECT stream, max(committed_at) AS latest_at FROM snapshots GROUP BY stream
+), source_native AS (
+    SELECT f.run_id,
+        k.id_prefix || strftime(f.observed_at, '%Y-%m-%d-%H-%M-%S') || k.id_suffix AS external_id,
+        k.title, k.kernel_name AS kernel, k.kernel_operation_mode AS operation_mode, k.kernel_provider AS provider,
+        k.implementation, k.project, k.metric, CASE k.metric WHEN 'latency' THEN 'ns' ELSE 'bytes' END AS unit,
+        f.median_value, f.p20_value, f.p80_value, k.gpu, k.form_factor, k.architecture, k.workload_slug,
+        f.observed_at, k.evidence_level, k.source, f.revision_key AS first_seen_revision, s.last_seen_revision,
+        s.last_seen_at < l.latest_at AS withdrawn_upstream, k.comparison_key, k.protocol_digest, k.workload_digest,
+        k.environment_digest, k.implementation_digest, f.liger_version, 'passed' AS status, k.known_kernel,
+        f.source_p20, f.source_p50, f.source_p80, k.metric_unit AS source_unit
+    FROM first_seen f JOIN run_keys k USING (dim_key) JOIN span s USING (run_id) JOIN latest l ON l.stream = f.stream
+)
+SELECT run_id, external_id,
+    left('liger-' || trim(regexp_replace(lower(external_id), '[^a-z0-9]+', '-', 'g'), '-'), 100) AS name,
+    * EXCLUDE (run_id, external_id)
+FROM source_native
+UNION ALL BY NAME
+SELECT run_id, external_id, name, title, kernel, operation_mode, provider, implementation, project, metric, unit,
+    median_value, p20_value, p80_value, gpu, form_factor, architecture, workload_slug, observed_at, evidence_level,
+    source, NULL AS first_seen_revision, NULL AS last_seen_revision, false AS withdrawn_upstream, comparison_key,
+    protocol_digest, workload_digest, environment_digest, implementation_digest, NULL AS liger_version, status,
+    true AS known_kernel, NULL::DOUBLE AS source_p20, NULL::DOUBLE AS source_p50, NULL::DOUBLE AS source_p80,
+    NULL AS source_unit
+FROM controlled_runs
+"""
+
+# Later listings of a run whose values differ from the ones first published: refused, the first kept.
+CONFLICTS_SQL = """
+WITH o AS (SELECT o.*, s.committed_at, s.source_file, s.commit FROM observations o JOIN snapshots s USING (revision_key)),
+first_seen AS (
+    SELECT * FROM o QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY committed_at, revision_key, line_number) = 1
+)
+SELECT o.source_file AS source, o.commit AS source_revision, o.line_number,
+    'conflicts with the values first published for this run at ' || f.revision_key AS reason,
+    o.revision_key
+FROM o JOIN first_seen f USING (run_id)
+WHERE (o.median_value, o.p20_value, o.p80_value, coalesce(o.liger_version, ''))
+      IS DISTINCT FROM (f.median_value, f.p20_value, f.p80_value, coalesce(f.liger_version, ''))
+"""
