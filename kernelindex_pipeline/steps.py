@@ -17,7 +17,7 @@ from kernelindex_pipeline import catalog, evidence
 from kernelindex_pipeline.history import CONFLICTS_SQL, RUNS_SQL
 from kernelindex_pipeline.identity import digest
 from kernelindex_pipeline.manifests import build_manifests
-from kernelindex_pipeline.normalize import Snapshot, normalize
+from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normalize
 from kernelindex_pipeline.ranking import RANKS_SQL
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed
@@ -124,6 +124,10 @@ def load_controlled_evidence(wh: Warehouse, evidence_dir: Path) -> StepResult:
         con.register("c_new", pa.Table.from_pylist(runs) if runs else pa.table({c: pa.array([], pa.string()) for c in columns}))
         changed |= replace_if_changed(con, "controlled_runs", f"SELECT {', '.join(columns)} FROM c_new")
         con.unregister("c_new")
+        con.register("r_new", pa.Table.from_pylist(
+            [{**r, "source_revision": None, "revision_key": None} for r in refused], schema=QUARANTINE_SCHEMA))
+        changed |= replace_if_changed(con, "evidence_quarantine", "SELECT * FROM r_new")
+        con.unregister("r_new")
         if workloads:
             con.register("w_new", pa.Table.from_pylist([
                 {"workload_digest": w["workload_digest"], "kernel": w["definition"]["spec"]["kernel"],
@@ -132,29 +136,22 @@ def load_controlled_evidence(wh: Warehouse, evidence_dir: Path) -> StepResult:
             con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
                         "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
             con.unregister("w_new")
-    return StepResult(len(runs), changed, {"refused": refused, "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})
+    return StepResult(len(runs), changed, {"refused": len(refused), "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})
 
 
-def rebuild_runs(wh: Warehouse, evidence_refused: Sequence[dict] = ()) -> StepResult:
+def rebuild_runs(wh: Warehouse) -> StepResult:
     """`runs` from every observation and controlled run; `quarantine` from every refused line."""
-    refused = pa.Table.from_pylist(
-        [{"source": r["source"], "source_revision": None, "line_number": r["line_number"], "reason": r["reason"],
-          "raw_line": r["raw_line"], "revision_key": None} for r in evidence_refused],
-        schema=pa.schema([("source", pa.string()), ("source_revision", pa.string()), ("line_number", pa.int64()),
-                          ("reason", pa.string()), ("raw_line", pa.string()), ("revision_key", pa.string())]))
     with wh.transaction() as con:
         changed = replace_if_changed(con, "runs", f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id")
         conflicts = con.sql(CONFLICTS_SQL).to_arrow_table()
         con.register("conflicts", _conflicts_with_lines(wh, con, conflicts))
-        con.register("evidence_refused", refused)
         changed |= replace_if_changed(
             con, "quarantine",
             "SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM snapshot_quarantine "
             "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
-            "UNION ALL SELECT * FROM evidence_refused",
+            "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine",
         )
         con.unregister("conflicts")
-        con.unregister("evidence_refused")
         (count,) = con.execute("SELECT count(*) FROM runs").fetchone()
         (quarantined,) = con.execute("SELECT count(*) FROM quarantine").fetchone()
         if changed:

@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS ranks (
 CREATE TABLE IF NOT EXISTS quarantine (
     source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR, raw_line VARCHAR,
     revision_key VARCHAR);
+CREATE TABLE IF NOT EXISTS evidence_quarantine (
+    revision_key VARCHAR, source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR,
+    raw_line VARCHAR);
+CREATE TABLE IF NOT EXISTS ingest_state (key VARCHAR, value VARCHAR);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,
     provider VARCHAR, workload_slug VARCHAR, source_gpu VARCHAR, controlled_median BIGINT, source_median BIGINT,

@@ -1,0 +1,100 @@
+"""Asset checks on the warehouse: identity, referential integrity, digests, quarantine, unknown kernels."""
+
+
+import json
+
+import dagster as dg
+
+from kernelindex_pipeline.defs.ranking import comparison_ranks
+from kernelindex_pipeline.defs.resources import WarehouseResource
+from kernelindex_pipeline.defs.runs import run_manifests, runs
+from kernelindex_pipeline.identity import digest
+
+UNIQUE_RUN_IDS = "unique_run_ids"
+NO_ORPHAN_RANKS = "no_orphan_ranks"
+EVERY_RUN_HAS_MANIFEST = "every_run_has_manifest"
+DIGESTS_RECOMPUTE = "digests_recompute"
+QUARANTINE_RATE = "quarantine_rate_below_threshold"
+UNKNOWN_KERNELS = "no_unknown_kernels"
+QUARANTINE_RATE_LIMIT = 0.02
+
+
+def _count(warehouse: WarehouseResource, sql: str) -> int:
+    with warehouse.warehouse().reader() as con:
+        return int(con.execute(sql).fetchone()[0])
+
+
+@dg.asset_check(asset=runs, name=UNIQUE_RUN_IDS, blocking=True)
+def unique_run_ids(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """No run id or external id appears twice in `runs`."""
+    dupes = _count(warehouse, "SELECT count(*) - count(DISTINCT run_id) + count(*) - count(DISTINCT external_id) FROM runs")
+    return dg.AssetCheckResult(passed=dupes == 0, metadata={"duplicates": dupes})
+
+
+@dg.asset_check(asset=comparison_ranks, name=NO_ORPHAN_RANKS)
+def no_orphan_ranks(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """Every ranked run exists in `runs`, and group sizes match their groups."""
+    orphans = _count(warehouse, "SELECT count(*) FROM ranks WHERE run_id NOT IN (SELECT run_id FROM runs)")
+    bad_sizes = _count(warehouse, "SELECT count(*) FROM (SELECT comparison_key, any_value(group_size) g, count(*) n "
+                                  "FROM ranks GROUP BY 1) WHERE g <> n")
+    return dg.AssetCheckResult(passed=orphans == 0 and bad_sizes == 0,
+                               metadata={"orphans": orphans, "wrong_group_sizes": bad_sizes})
+
+
+@dg.asset_check(asset=run_manifests, name=EVERY_RUN_HAS_MANIFEST)
+def every_run_has_manifest(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """Each run has exactly one manifest and no manifest lacks its run."""
+    missing = _count(warehouse, "SELECT count(*) FROM runs WHERE run_id NOT IN (SELECT run_id FROM manifests)")
+    extra = _count(warehouse, "SELECT count(*) FROM manifests WHERE run_id NOT IN (SELECT run_id FROM runs)")
+    return dg.AssetCheckResult(passed=missing == 0 and extra == 0, metadata={"missing": missing, "without_run": extra})
+
+
+def recompute_digests(con) -> list[str]:
+    """Run ids whose stored digests differ from the ones recomputed from their manifests."""
+    bad = []
+    rows = con.execute("SELECT m.run_id, m.manifest, m.run_digest, r.protocol_digest, r.environment_digest "
+                       "FROM manifests m JOIN runs r USING (run_id)").fetchall()
+    for rid, text, run_digest, protocol_digest, environment_digest in rows:
+        manifest = json.loads(text)
+        spec = manifest["run"]["spec"]
+        if (digest(manifest["run"]) != run_digest or digest(manifest["protocol"]) != protocol_digest
+                or digest(manifest["environment"]) != environment_digest
+                or spec["protocolDigest"] != protocol_digest or spec["environmentDigest"] != environment_digest):
+            bad.append(rid)
+    return bad
+
+
+@dg.asset_check(asset=run_manifests, name=DIGESTS_RECOMPUTE)
+def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """Run, protocol and environment digests recompute from the manifests' canonical JSON."""
+    with warehouse.warehouse().reader() as con:
+        bad = recompute_digests(con)
+    return dg.AssetCheckResult(passed=not bad, metadata={"mismatches": len(bad), "examples": ", ".join(bad[:5])})
+
+
+@dg.asset_check(asset=runs, name=QUARANTINE_RATE)
+def quarantine_rate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """Warn when more than 2% of upstream rows were quarantined."""
+    with warehouse.warehouse().reader() as con:
+        quarantined, accepted = con.execute(
+            "SELECT (SELECT count(*) FROM snapshot_quarantine), (SELECT count(*) FROM observations)").fetchone()
+        reasons = con.execute("SELECT reason, count(*) FROM quarantine GROUP BY 1 ORDER BY 2 DESC LIMIT 5").fetchall()
+    total = quarantined + accepted
+    rate = quarantined / total if total else 0.0
+    return dg.AssetCheckResult(
+        passed=rate <= QUARANTINE_RATE_LIMIT, severity=dg.AssetCheckSeverity.WARN,
+        metadata={"rate": round(rate, 6), "quarantined": quarantined,
+                  "top_reasons": dg.MetadataValue.md("\n".join(f"- {n} × {r}" for r, n in reasons) or "none")},
+    )
+
+
+@dg.asset_check(asset=runs, name=UNKNOWN_KERNELS)
+def unknown_kernels(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """Warn on kernels that ingested with a generic workload because `kernels/` does not know them."""
+    with warehouse.warehouse().reader() as con:
+        names = [k for (k,) in con.execute("SELECT DISTINCT kernel FROM runs WHERE NOT known_kernel ORDER BY 1").fetchall()]
+    return dg.AssetCheckResult(passed=not names, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"unknown_kernels": ", ".join(names) or "none"})
+
+
+CHECKS = [unique_run_ids, no_orphan_ranks, every_run_has_manifest, digests_recompute, quarantine_rate, unknown_kernels]

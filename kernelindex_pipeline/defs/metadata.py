@@ -1,0 +1,29 @@
+"""Metadata the UI shows for warehouse tables: row counts, column schemas, markdown previews."""
+
+
+import dagster as dg
+
+
+def table_metadata(con, table: str, preview_sql: str | None = None, limit: int = 10) -> dict:
+    columns = con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()
+    (rows,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+    metadata = {
+        "dagster/row_count": dg.MetadataValue.int(int(rows)),
+        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns]),
+    }
+    if preview_sql:
+        metadata["preview"] = dg.MetadataValue.md(markdown_table(con, preview_sql, limit))
+    return metadata
+
+
+def markdown_table(con, sql: str, limit: int = 10) -> str:
+    cursor = con.execute(f"SELECT * FROM ({sql}) LIMIT {int(limit)}")
+    names = [d[0] for d in cursor.description]
+    rows = cursor.fetchall()
+    if not rows:
+        return "_no rows_"
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join("" if v is None else str(v).replace("|", "\\|") for v in row) + " |" for row in rows]
+    return "\n".join(lines)

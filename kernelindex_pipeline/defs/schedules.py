@@ -1,0 +1,70 @@
+"""Jobs, the nightly schedule and the new-revision sensor."""
+
+
+import dagster as dg
+
+from kernelindex_pipeline.defs.ranking import comparison_ranks
+from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
+from kernelindex_pipeline.defs.runs import controlled_evidence, run_manifests, run_observations, runs
+from kernelindex_pipeline.defs.upstream import upstream_snapshots
+from kernelindex_pipeline.partitions import upstream_revisions
+from kernelindex_pipeline.sources import SourceError
+
+INGEST_JOB = "ingest_upstream"
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+ingest_job = dg.define_asset_job(
+    INGEST_JOB,
+    selection=dg.AssetSelection.assets(
+        upstream_snapshots, run_observations, controlled_evidence, runs, run_manifests, comparison_ranks
+    ),
+    description="Every non-GPU asset: fetch new upstream snapshots, normalize, rebuild runs, manifests and ranks.",
+)
+
+
+def range_tags(keys: list[str]) -> dict[str, str]:
+    """Tags that make one run cover a range of upstream revisions (single-run backfill)."""
+    return {RANGE_START: keys[0], RANGE_END: keys[-1], "kernelindex/revisions": str(len(keys)),
+            "kernelindex/upstream_revision": keys[-1]}
+
+
+def register_revisions(instance: dg.DagsterInstance, upstream: UpstreamResource) -> tuple[list[str], list[str]]:
+    """(new partition keys, all keys in partition order) after adding what upstream newly lists."""
+    known = set(instance.get_dynamic_partitions(upstream_revisions.name))
+    listed = [r.key for r in upstream.list_revisions()]
+    new = [k for k in listed if k not in known]
+    if new:
+        instance.add_dynamic_partitions(upstream_revisions.name, new)
+    return new, list(instance.get_dynamic_partitions(upstream_revisions.name))
+
+
+@dg.sensor(job=ingest_job, minimum_interval_seconds=3600, default_status=dg.DefaultSensorStatus.STOPPED)
+def new_upstream_revisions(context: dg.SensorEvaluationContext, upstream: UpstreamResource) -> dg.SensorResult:
+    """Every hour: adds upstream commits that changed a benchmark CSV as partitions and ingests them."""
+    known = set(context.instance.get_dynamic_partitions(upstream_revisions.name))
+    try:
+        listed = [r.key for r in upstream.list_revisions()]
+    except SourceError as exc:
+        return dg.SensorResult(skip_reason=f"upstream listing failed: {exc}")
+    new = [k for k in listed if k not in known]
+    if not new:
+        return dg.SensorResult(skip_reason="no new upstream revision", cursor=listed[-1] if listed else None)
+    return dg.SensorResult(
+        dynamic_partitions_requests=[upstream_revisions.build_add_request(new)],
+        run_requests=[dg.RunRequest(run_key=f"revisions:{new[0]}..{new[-1]}", tags=range_tags(new))],
+        cursor=new[-1],
+    )
+
+
+@dg.schedule(job=ingest_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.RUNNING)
+def nightly_ingest(context: dg.ScheduleEvaluationContext, upstream: UpstreamResource):
+    """03:00 UTC: registers new upstream revisions and re-runs every non-GPU asset over all of them."""
+    try:
+        _, keys = register_revisions(context.instance, upstream)
+    except SourceError as exc:
+        return dg.SkipReason(f"upstream listing failed: {exc}")
+    if not keys:
+        return dg.SkipReason("upstream lists no revision")
+    return dg.RunRequest(run_key=context.scheduled_execution_time.isoformat(), tags=range_tags(keys))

@@ -1,0 +1,48 @@
+"""Upstream snapshots: the bytes of each benchmark CSV at each upstream commit, content-addressed."""
+
+
+import dagster as dg
+
+from kernelindex_pipeline import steps
+from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
+from kernelindex_pipeline.partitions import upstream_revisions
+from kernelindex_pipeline.sources import SourceError
+
+SNAPSHOTS = dg.AssetKey("upstream_snapshots")
+
+
+@dg.asset(
+    partitions_def=upstream_revisions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    group_name="ingestion",
+    kinds={"duckdb", "csv"},
+    pool="upstream",
+)
+def upstream_snapshots(
+    context: dg.AssetExecutionContext, upstream: UpstreamResource, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    """Each upstream revision's CSV bytes, stored under sha256 in KERNELINDEX_HOME/raw before anything
+    parses them, and listed in the `snapshots` table (revision key, upstream path, commit, time, digest)."""
+    wh = warehouse.warehouse()
+    keys = list(context.partition_keys)
+    stored = set()
+    if wh.exists():
+        with wh.reader() as con:
+            stored = {k for (k,) in con.execute("SELECT revision_key FROM snapshots").fetchall()}
+    wanted = [k for k in keys if k not in stored]
+    fetched = []
+    if wanted:
+        try:
+            listed = {r.key: r for r in upstream.list_revisions(cache_dir=wh.home / "http-cache")}
+            unknown = [k for k in wanted if k not in listed]
+            if unknown:
+                raise dg.Failure(f"upstream no longer lists revision(s) {', '.join(unknown)}")
+            for key in wanted:
+                fetched.append((listed[key], upstream.read(listed[key])))
+        except SourceError as exc:
+            raise dg.Failure(description=f"upstream fetch failed, warehouse unchanged: {exc}") from exc
+    result = steps.record_snapshots(wh, fetched)
+    context.log.info(f"{len(fetched)} snapshot(s) fetched, {len(keys) - len(wanted)} already stored")
+    return dg.MaterializeResult(
+        metadata={"fetched": len(fetched), "already_stored": len(keys) - len(wanted), "bytes": result.details["bytes"]}
+    )
