@@ -16,6 +16,8 @@ from pathlib import Path
 
 import duckdb
 
+from kernelindex_pipeline.views import VIEWS_SQL
+
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
 
 SCHEMA_SQL = """
@@ -118,6 +120,8 @@ class Warehouse:
             con = duckdb.connect(str(self.db_path))
             try:
                 con.execute(SCHEMA_SQL)
+                if VIEWS_SQL.strip():
+                    con.execute(VIEWS_SQL)
                 con.execute("BEGIN TRANSACTION")
                 try:
                     yield con
