@@ -1,0 +1,140 @@
+"""Ingestion through Dagster: every source file, history, idempotence, the schedule and the sensor."""
+
+import shutil
+
+import dagster as dg
+import pytest
+
+from kernelindex_pipeline.defs import schedules
+from kernelindex_pipeline.defs.resources import UpstreamResource
+from kernelindex_pipeline.definitions import build_definitions, defs
+from kernelindex_pipeline.partitions import upstream_revisions
+from kernelindex_pipeline.sources import DirectorySource
+from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, table_checksum
+from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into, shipped_warehouse  # noqa: F401
+
+ALL_TABLES = CONTRACT_TABLES + ("snapshots", "observations", "run_keys", "workloads", "snapshot_quarantine",
+                                "protocols", "environments", "reproductions", "controlled_runs")
+
+
+def checksums(wh: Warehouse) -> dict[str, str]:
+    with wh.reader() as con:
+        return {t: table_checksum(con, t) for t in ALL_TABLES}
+
+
+def parquet_bytes(wh: Warehouse) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(wh.tables_dir.glob("*.parquet"))}
+
+
+def test_every_upstream_file_and_revision_is_ingested(shipped_warehouse):
+    revisions = DirectorySource(str(SHIPPED_UPSTREAM)).list_revisions()
+    with shipped_warehouse.reader() as con:
+        streams = dict(con.execute("SELECT stream, count(*) FROM snapshots GROUP BY 1").fetchall())
+        observed = con.execute("SELECT count(*) FROM observations").fetchone()[0]
+        quarantined = con.execute("SELECT count(*) FROM snapshot_quarantine").fetchone()[0]
+        kernels = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM runs").fetchall()}
+    assert streams == {"all_benchmark_data": 34, "all_benchmark_data_cutedsl": 1, "all_benchmark_data_cutile": 3}
+    assert len(revisions) == 38
+    data_lines = sum(len(DirectorySource(str(SHIPPED_UPSTREAM)).read(r).decode().strip().splitlines()) - 1
+                     for r in revisions)
+    assert observed + quarantined == data_lines
+    assert {"llama4_rope", "geglu", "fused_moe", "rms_norm"} <= kernels
+
+
+def test_withdrawn_runs_are_kept_and_unranked(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        withdrawn, ranked_withdrawn = con.execute(
+            "SELECT count(*), count(k.run_id) FROM runs r LEFT JOIN ranks k USING (run_id) WHERE r.withdrawn_upstream"
+        ).fetchone()
+        newest = con.execute("SELECT max(last_seen_revision) FROM runs WHERE withdrawn_upstream").fetchone()[0]
+    assert withdrawn > 0 and ranked_withdrawn == 0
+    assert newest is not None
+
+
+def test_second_ingest_with_nothing_new_rewrites_no_row(tmp_path, capsys):
+    home = tmp_path / "home"
+    assert ingest_into(home) == 0
+    wh = Warehouse(home)
+    before, files = checksums(wh), parquet_bytes(wh)
+    capsys.readouterr()
+    assert ingest_into(home) == 0
+    assert "nothing new" in capsys.readouterr().out
+    assert checksums(wh) == before and parquet_bytes(wh) == files
+
+
+def test_rematerializing_every_asset_changes_nothing(tmp_path):
+    """Even a forced full re-run over all partitions (the nightly schedule's run) leaves every table as it was."""
+    home = tmp_path / "home"
+    assert ingest_into(home) == 0
+    wh = Warehouse(home)
+    before, files = checksums(wh), parquet_bytes(wh)
+    instance = dg.DagsterInstance.ephemeral()
+    keys = [r.key for r in DirectorySource(str(SHIPPED_UPSTREAM)).list_revisions()]
+    instance.add_dynamic_partitions(upstream_revisions.name, keys)
+    job = build_definitions(home=str(home)).resolve_job_def(schedules.INGEST_JOB)
+    assert job.execute_in_process(instance=instance, tags=schedules.range_tags(keys)).success
+    assert checksums(wh) == before and parquet_bytes(wh) == files
+
+
+def test_new_revision_after_earlier_ones_keeps_history(tmp_path):
+    """Ingest all but the newest main-file snapshot, then the newest: runs only grow, withdrawals appear."""
+    partial = tmp_path / "partial"
+    shutil.copytree(SHIPPED_UPSTREAM, partial)
+    index = (partial / "INDEX.tsv").read_text().splitlines()
+    newest = index[1]  # INDEX.tsv lists the newest main-file commit first
+    (partial / "INDEX.tsv").write_text("\n".join([index[0]] + index[2:]) + "\n")
+    home = tmp_path / "home"
+    assert ingest_into(home, "--source", str(partial)) == 0
+    wh = Warehouse(home)
+    with wh.reader() as con:
+        earlier = {r: w for r, w in con.execute("SELECT run_id, withdrawn_upstream FROM runs").fetchall()}
+    (partial / "INDEX.tsv").write_text("\n".join(index) + "\n")
+    assert ingest_into(home, "--source", str(partial)) == 0
+    with wh.reader() as con:
+        later = {r: w for r, w in con.execute("SELECT run_id, withdrawn_upstream FROM runs").fetchall()}
+    assert set(earlier) <= set(later)
+    newly_withdrawn = [r for r in earlier if later[r] and not earlier[r]]
+    assert newly_withdrawn, f"the newest snapshot ({newest.split()[0][:8]}) drops runs the previous one listed"
+
+
+def test_definitions_load_with_jobs_schedule_sensor_and_checks():
+    repo = defs.get_repository_def()
+    assert {j.name for j in repo.get_all_jobs()} >= {schedules.INGEST_JOB, "gpu_reruns_job"}
+    assert repo.get_schedule_def("nightly_ingest").cron_schedule == "0 3 * * *"
+    assert repo.get_sensor_def("new_upstream_revisions")
+    check_names = {k.name for k in defs.resolve_asset_graph().asset_check_keys}
+    assert {"unique_run_ids", "no_orphan_ranks", "every_run_has_manifest", "digests_recompute",
+            "quarantine_rate_below_threshold", "no_unknown_kernels"} <= check_names
+
+
+def test_sensor_adds_new_revisions_as_partitions_and_requests_one_run():
+    instance = dg.DagsterInstance.ephemeral()
+    upstream = UpstreamResource(locations=[str(SHIPPED_UPSTREAM)])
+    context = dg.build_sensor_context(instance=instance, resources={"upstream": upstream})
+    result = schedules.new_upstream_revisions(context)
+    (request,) = result.dynamic_partitions_requests
+    assert len(request.partition_keys) == 38
+    (run,) = result.run_requests
+    assert run.tags[schedules.RANGE_START] == request.partition_keys[0]
+    instance.add_dynamic_partitions(upstream_revisions.name, list(request.partition_keys))
+    again = schedules.new_upstream_revisions(dg.build_sensor_context(instance=instance, resources={"upstream": upstream}))
+    assert not again.run_requests and not again.dynamic_partitions_requests
+
+
+def test_asset_checks_pass_on_the_shipped_warehouse(shipped_warehouse):
+    from kernelindex_pipeline.defs import checks
+    from kernelindex_pipeline.defs.resources import WarehouseResource
+
+    resource = WarehouseResource(home=str(shipped_warehouse.home))
+    for check in (checks.unique_run_ids, checks.no_orphan_ranks, checks.every_run_has_manifest,
+                  checks.digests_recompute, checks.quarantine_rate):
+        result = check(warehouse=resource)
+        assert result.passed, check.name
+    assert checks.unknown_kernels(warehouse=resource).passed
+
+
+@pytest.mark.parametrize("mode", ["missing-source"])
+def test_unreadable_source_fails_with_one_line(tmp_path, capsys, mode):
+    assert ingest_into(tmp_path / "home", "--source", str(tmp_path / "nowhere")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kernelindex: cannot list upstream revisions") and "\n" not in err
