@@ -1,4 +1,130 @@
-"""Analyst views over the warehouse tables (documented in docs/warehouse.md)."""
+"""Analyst views over the warehouse tables (documented in docs/warehouse.md).
+
+Plain DuckDB views, recreated in every write transaction, so they always read the current tables.
+A *series* is one implementation (provider) in one comparison group: the same kernel, pass, metric,
+workload, environment and protocol family, followed across Liger releases and dates.
+"""
 
 VIEWS_SQL = """
+CREATE OR REPLACE VIEW leaderboard AS
+SELECT r.kernel, r.operation_mode, r.metric, r.workload_slug, r.gpu, k.rank, k.group_size,
+    r.implementation, r.provider, r.median_value, r.p20_value, r.p80_value, r.unit,
+    round(r.median_value / first_value(r.median_value) OVER w, 4) AS ratio_to_best,
+    r.liger_version, r.observed_at, r.evidence_level, r.run_id, r.title, k.comparison_key
+FROM ranks k JOIN runs r USING (run_id)
+WINDOW w AS (PARTITION BY k.comparison_key ORDER BY k.rank, r.median_value, r.run_id
+             ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING);
+
+CREATE OR REPLACE VIEW speedups AS
+SELECT l.kernel, l.operation_mode, l.metric, l.workload_slug, l.gpu,
+    l.implementation AS liger_implementation, b.implementation AS baseline_implementation,
+    l.median_value AS liger_median, b.median_value AS baseline_median, l.unit,
+    round(b.median_value / l.median_value, 4) AS speedup,
+    l.run_id AS liger_run_id, b.run_id AS baseline_run_id, l.comparison_key
+FROM leaderboard l JOIN leaderboard b
+    ON b.comparison_key = l.comparison_key AND b.run_id <> l.run_id
+JOIN runs lr ON lr.run_id = l.run_id
+JOIN runs br ON br.run_id = b.run_id
+WHERE lr.project = 'Liger-Kernel' AND br.project <> 'Liger-Kernel' AND l.median_value > 0;
+
+CREATE OR REPLACE VIEW history AS
+SELECT kernel, operation_mode, metric, implementation, provider, workload_slug, gpu, liger_version,
+    list_transform(string_split(regexp_extract(liger_version, '^[0-9]+(\\.[0-9]+)*'), '.'),
+                   lambda x: TRY_CAST(x AS INTEGER)) AS version_key,
+    observed_at, median_value, p20_value, p80_value, unit,
+    round(median_value / lag(median_value) OVER s, 4) AS ratio_to_previous,
+    withdrawn_upstream, evidence_level, run_id, comparison_key,
+    comparison_key || '/' || provider AS series_key
+FROM runs
+WINDOW s AS (PARTITION BY comparison_key, provider ORDER BY observed_at, run_id);
+
+CREATE OR REPLACE VIEW regressions AS
+WITH per_version AS (
+    SELECT * FROM history WHERE liger_version IS NOT NULL AND median_value > 0
+    QUALIFY row_number() OVER (PARTITION BY series_key, liger_version ORDER BY observed_at DESC, run_id) = 1
+), paired AS (
+    SELECT *,
+        lag(liger_version) OVER v AS from_version, lag(run_id) OVER v AS from_run_id,
+        lag(observed_at) OVER v AS from_observed_at, lag(median_value) OVER v AS from_median,
+        lag(p20_value) OVER v AS from_p20, lag(p80_value) OVER v AS from_p80
+    FROM per_version
+    WINDOW v AS (PARTITION BY series_key ORDER BY version_key, observed_at, run_id)
+)
+SELECT kernel, operation_mode, metric, implementation, workload_slug, gpu,
+    from_version, liger_version AS to_version, from_median, median_value AS to_median, unit,
+    round(100.0 * (median_value - from_median) / from_median, 2) AS change_pct,
+    CASE WHEN median_value > from_median THEN 'regression' ELSE 'improvement' END AS direction,
+    (from_p80 - from_p20) AS from_spread, (p80_value - p20_value) AS to_spread,
+    from_p20, from_p80, p20_value AS to_p20, p80_value AS to_p80,
+    from_observed_at, observed_at AS to_observed_at, from_run_id, run_id AS to_run_id, comparison_key
+FROM paired
+WHERE from_run_id IS NOT NULL
+  AND (p20_value > from_p80 OR p80_value < from_p20)
+  AND abs(median_value - from_median) > greatest(from_p80 - from_p20, p80_value - p20_value);
+
+CREATE OR REPLACE VIEW rank_confidence AS
+WITH ordered AS (
+    SELECT *, row_number() OVER (PARTITION BY comparison_key ORDER BY rank, median_value, run_id) AS position
+    FROM leaderboard WHERE group_size > 1
+), top2 AS (
+    SELECT comparison_key,
+        any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode, any_value(metric) AS metric,
+        any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu, any_value(group_size) AS group_size,
+        any_value(unit) AS unit,
+        any_value(implementation) FILTER (WHERE position = 1) AS first_implementation,
+        any_value(implementation) FILTER (WHERE position = 2) AS second_implementation,
+        any_value(rank) FILTER (WHERE position = 1) AS first_rank,
+        any_value(rank) FILTER (WHERE position = 2) AS second_rank,
+        any_value(median_value) FILTER (WHERE position = 1) AS first_median,
+        any_value(p80_value) FILTER (WHERE position = 1) AS first_p80,
+        any_value(median_value) FILTER (WHERE position = 2) AS second_median,
+        any_value(p20_value) FILTER (WHERE position = 2) AS second_p20,
+        any_value(run_id) FILTER (WHERE position = 1) AS first_run_id,
+        any_value(run_id) FILTER (WHERE position = 2) AS second_run_id
+    FROM ordered WHERE position <= 2 GROUP BY comparison_key
+)
+SELECT kernel, operation_mode, metric, workload_slug, gpu, group_size,
+    first_implementation, first_median, first_p80, second_implementation, second_median, second_p20, unit,
+    round(second_median / nullif(first_median, 0), 4) AS margin,
+    first_rank < second_rank AND first_p80 < second_p20 AS separated,
+    CASE WHEN first_rank = second_rank THEN 'tied'
+         WHEN first_p80 < second_p20 THEN 'separated'
+         ELSE 'overlapping' END AS confidence,
+    first_run_id, second_run_id, comparison_key
+FROM top2;
+
+CREATE OR REPLACE VIEW rank_changes AS
+WITH revisions AS (
+    SELECT revision_key, stream, committed_at,
+        dense_rank() OVER (ORDER BY committed_at DESC) AS age
+    FROM snapshots
+), cutoff AS (
+    SELECT max(committed_at) FILTER (WHERE age = 2) AS previous_at,
+        any_value(revision_key) FILTER (WHERE age = 1) AS latest_revision,
+        any_value(revision_key) FILTER (WHERE age = 2) AS previous_revision
+    FROM revisions
+), previous_listing AS (
+    SELECT stream, arg_max(revision_key, committed_at) AS revision_key
+    FROM revisions, cutoff WHERE committed_at <= previous_at GROUP BY stream
+), previous_runs AS (
+    SELECT DISTINCT run_id FROM observations JOIN previous_listing USING (revision_key)
+    UNION SELECT run_id FROM controlled_runs
+), previous_newest AS (
+    SELECT r.* FROM runs r SEMI JOIN previous_runs p USING (run_id)
+    WHERE r.status = 'passed' AND r.median_value IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY comparison_key, provider ORDER BY observed_at DESC, run_id) = 1
+), previous_order AS (
+    SELECT comparison_key, string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS previous_order
+    FROM previous_newest GROUP BY comparison_key
+), current_order AS (
+    SELECT comparison_key, any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode,
+        any_value(metric) AS metric, any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu,
+        string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS current_order
+    FROM leaderboard GROUP BY comparison_key
+)
+SELECT c.kernel, c.operation_mode, c.metric, c.workload_slug, c.gpu, p.previous_order, c.current_order,
+    (SELECT previous_revision FROM cutoff) AS previous_revision,
+    (SELECT latest_revision FROM cutoff) AS latest_revision, c.comparison_key
+FROM current_order c JOIN previous_order p USING (comparison_key)
+WHERE p.previous_order <> c.current_order;
 """
