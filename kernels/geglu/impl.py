@@ -21,6 +21,7 @@ import kernels
 from kernels._impl_common import (
     BYTES_PER_ELEMENT,
     Built,
+    CachedLaunch,
     Unavailable,
     generator,
     leaf_copies,
@@ -131,6 +132,10 @@ def _glu_bwd_kernel(gu_ptr, dh_ptr, dgu_ptr, n_rows, inter, ACT: tl.constexpr, B
 _BLOCK_M, _BLOCK_N, _WARPS = 4, 1024, 8
 
 
+_FWD = CachedLaunch(_glu_fwd_kernel)
+_BWD = CachedLaunch(_glu_bwd_kernel)
+
+
 def _grid(n_rows, inter):
     return (triton.cdiv(n_rows, _BLOCK_M), triton.cdiv(inter, _BLOCK_N))
 
@@ -138,8 +143,8 @@ def _grid(n_rows, inter):
 def glu_forward(gu: torch.Tensor, act: int) -> torch.Tensor:
     n_rows, inter = gu.shape[0], gu.shape[1] // 2
     h = torch.empty((n_rows, inter), dtype=gu.dtype, device=gu.device)
-    _glu_fwd_kernel[_grid(n_rows, inter)](gu, h, n_rows, inter, ACT=act, BLOCK_M=_BLOCK_M, BLOCK_N=_BLOCK_N,
-                                          num_warps=_WARPS)
+    _FWD(_grid(n_rows, inter), (gu.dtype, gu.device.index, n_rows, inter, act),
+         (gu, h, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(gu, h))
     return h
 
 
@@ -147,8 +152,8 @@ def glu_backward(gu: torch.Tensor, dh: torch.Tensor, act: int):
     """Returns (h, dgu); h is written over dh's storage."""
     n_rows, inter = dh.shape
     dgu = torch.empty_like(gu)
-    _glu_bwd_kernel[_grid(n_rows, inter)](gu, dh, dgu, n_rows, inter, ACT=act, BLOCK_M=_BLOCK_M,
-                                          BLOCK_N=_BLOCK_N, num_warps=_WARPS)
+    _BWD(_grid(n_rows, inter), (gu.dtype, gu.device.index, n_rows, inter, act),
+         (gu, dh, dgu, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(gu, dh, dgu))
     return dh, dgu
 
 

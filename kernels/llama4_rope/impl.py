@@ -16,6 +16,7 @@ import kernels
 from kernels._impl_common import (
     BYTES_PER_ELEMENT,
     Built,
+    CachedLaunch,
     Unavailable,
     generator,
     leaf_copies,
@@ -105,6 +106,9 @@ def _llama4_rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, f_ptr, n_rows, f_rows, sig
     _rotate_tile(k_ptr, ko_ptr, rows, row_ok, c, s, HK, BHK, D, BLOCK_S)
 
 
+_LAUNCH = CachedLaunch(_llama4_rope_kernel)
+
+
 def _meta(hq: int, d: int):
     bhq = triton.next_power_of_2(hq)
     per_row = bhq * d
@@ -125,11 +129,11 @@ def _launch(q, k, f_real, sign: float):
     n_rows = b * s
     block_s, num_warps = _meta(hq, d)
     grid = (triton.cdiv(n_rows, block_s),)
-    _llama4_rope_kernel[grid](
-        q, k, qo, ko, f_real, n_rows, f_real.shape[0], sign,
-        HQ=hq, HK=hk, BHQ=triton.next_power_of_2(hq), BHK=triton.next_power_of_2(hk), D=d, BLOCK_S=block_s,
-        num_warps=num_warps,
-    )
+    bhq, bhk = triton.next_power_of_2(hq), triton.next_power_of_2(hk)
+    f_rows = f_real.shape[0]
+    key = (q.dtype, q.device.index, n_rows, f_rows, hq, hk, d, block_s, num_warps)
+    _LAUNCH(grid, key, (q, k, qo, ko, f_real, n_rows, f_rows, sign, hq, hk, bhq, bhk, d, block_s), num_warps,
+            tensors=(q, k, qo, ko, f_real))
     return qo, ko
 
 

@@ -16,6 +16,7 @@ import kernels
 from kernels._impl_common import (
     BYTES_PER_ELEMENT,
     Built,
+    CachedLaunch,
     Unavailable,
     generator,
     leaf_copies,
@@ -83,11 +84,13 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
 
 @triton.jit
 def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                     n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr):
+                     n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
+                     RELOAD_W: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if not RELOAD_W:
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     db_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     row0 = pid * rows_per_prog
@@ -98,6 +101,8 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
             x = tl.load(x_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
             rstd = tl.load(rstd_ptr + row)
+            if RELOAD_W:  # wide rows: re-read w (cache-resident) rather than hold it in registers
+                w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
             if IS_LN:
                 mean = tl.load(mean_ptr + row)
                 xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
@@ -116,6 +121,27 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
     tl.store(dw_part_ptr + pid * n_cols + cols, dw_acc, mask=col_ok)
     if IS_LN:
         tl.store(db_part_ptr + pid * n_cols + cols, db_acc, mask=col_ok)
+
+
+@triton.jit
+def _sum_partials_kernel(dw_part_ptr, db_part_ptr, dw_ptr, db_ptr, n_part, n_cols, IS_LN: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = cols < n_cols
+    dw = tl.zeros((BLOCK,), dtype=tl.float32)
+    db = tl.zeros((BLOCK,), dtype=tl.float32)
+    for i in range(0, n_part):
+        dw += tl.load(dw_part_ptr + i * n_cols + cols, mask=ok, other=0.0)
+        if IS_LN:
+            db += tl.load(db_part_ptr + i * n_cols + cols, mask=ok, other=0.0)
+    tl.store(dw_ptr + cols, dw.to(dw_ptr.dtype.element_ty), mask=ok)
+    if IS_LN:
+        tl.store(db_ptr + cols, db.to(db_ptr.dtype.element_ty), mask=ok)
+
+
+_FWD = CachedLaunch(_norm_fwd_kernel)
+_BWD = CachedLaunch(_norm_bwd_kernel)
+_SUM = CachedLaunch(_sum_partials_kernel)
 
 
 def _fwd_meta(n_cols):
@@ -143,27 +169,32 @@ def norm_forward(x2, w, b, eps, is_ln):
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x2.device) if is_ln else rstd
     block_m, block_n, num_warps = _fwd_meta(n_cols)
-    _norm_fwd_kernel[(triton.cdiv(n_rows, block_m),)](
-        x2, w, b if b is not None else w, y, mean, rstd, n_rows, n_cols, eps,
-        IS_LN=is_ln, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    b = b if b is not None else w
+    _FWD((triton.cdiv(n_rows, block_m),), (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln),
+         (x2, w, b, y, mean, rstd, n_rows, n_cols, eps, is_ln, block_m, block_n), num_warps,
+         tensors=(x2, w, b, y, mean, rstd))
     return y, mean, rstd
 
 
 def norm_backward(dy2, x2, w, mean, rstd, is_ln):
     n_rows, n_cols = x2.shape
     block_n = triton.next_power_of_2(n_cols)
-    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
+    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else (16 if block_n <= 8192 else 32))
+    reload_w = block_n >= 8192
     n_prog = min(n_rows, _sm_count(x2.device) * (4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)))
     rows_per_prog = triton.cdiv(n_rows, n_prog)
     n_prog = triton.cdiv(n_rows, rows_per_prog)
     dx = torch.empty_like(x2)
     dw_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device)
     db_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
-    _norm_bwd_kernel[(n_prog,)](dy2, x2, w, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, rows_per_prog,
-                                IS_LN=is_ln, BLOCK_N=block_n, num_warps=num_warps)
-    dw = dw_part.sum(0).to(w.dtype)
-    db = db_part.sum(0).to(w.dtype) if is_ln else None
-    return dx, dw, db
+    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln)
+    _BWD((n_prog,), key, (dy2, x2, w, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, rows_per_prog, is_ln,
+                          block_n, reload_w), num_warps, tensors=(dy2, x2, w, mean, rstd, dx, dw_part, db_part))
+    dw = torch.empty_like(w)
+    db = torch.empty_like(w) if is_ln else dw
+    _SUM((triton.cdiv(n_cols, 1024),), key + (n_prog,), (dw_part, db_part, dw, db, n_prog, n_cols, is_ln, 1024), 4,
+         tensors=(dw_part, db_part, dw, db))
+    return dx, dw, (db if is_ln else None)
 
 
 class KernelIndexNorm(torch.autograd.Function):

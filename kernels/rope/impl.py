@@ -16,6 +16,7 @@ import kernels
 from kernels._impl_common import (
     BYTES_PER_ELEMENT,
     Built,
+    CachedLaunch,
     Unavailable,
     generator,
     leaf_copies,
@@ -31,6 +32,8 @@ OUTPUT_NAMES = ("q", "k")
 PROVIDERS = ("kernelindex", "liger", "huggingface")
 REFERENCE_DTYPE = torch.float64
 ROPE_THETA = 10000.0
+# Position tables: computed, not drawn (the same for every seed).
+DETERMINISTIC_INPUTS = ("cos", "sin")
 
 
 def _shapes(params):
@@ -105,6 +108,9 @@ def _rope_kernel(q_ptr, k_ptr, qo_ptr, ko_ptr, cos_ptr, sin_ptr, seq_len, n_seq_
     _rope_tile(k_ptr, ko_ptr, b, seqs, seq_ok, seq_len, c1, c2, s1, s2, BACKWARD, HK, BHK, D)
 
 
+_LAUNCH = CachedLaunch(_rope_kernel)
+
+
 def _launch(q, k, cos, sin, backward: bool):
     bsz, hq, seq, d = q.shape
     hk = k.shape[1]
@@ -116,9 +122,12 @@ def _launch(q, k, cos, sin, backward: bool):
     bhq = triton.next_power_of_2(hq)
     block_s = max(1, min(64, 4096 // (bhq * d)))
     n_seq_blocks = triton.cdiv(seq, block_s)
-    _rope_kernel[(bsz * n_seq_blocks,)](
-        q, k, qo, ko, cos, sin, seq, n_seq_blocks, BACKWARD=backward, HQ=hq, HK=hk, BHQ=bhq,
-        BHK=triton.next_power_of_2(hk), D=d, BLOCK_S=block_s, num_warps=4 if block_s * bhq * d <= 4096 else 8)
+    bhk = triton.next_power_of_2(hk)
+    num_warps = 4 if block_s * bhq * d <= 4096 else 8
+    key = (q.dtype, cos.dtype, q.device.index, bsz, seq, hq, hk, d, block_s, backward)
+    _LAUNCH((bsz * n_seq_blocks,), key,
+            (q, k, qo, ko, cos, sin, seq, n_seq_blocks, backward, hq, hk, bhq, bhk, d, block_s), num_warps,
+            tensors=(q, k, qo, ko, cos, sin))
     return qo, ko
 
 

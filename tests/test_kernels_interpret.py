@@ -1,0 +1,211 @@
+"""KernelIndex's Triton kernels under Triton's CPU interpreter: forward and gradients against references.
+
+TRITON_INTERPRET must be set before triton is imported, so this module sets it first.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import gzip  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+
+import pytest  # noqa: E402
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernels._impl_common import Built, leaf_copies  # noqa: E402
+from kernelindex_pipeline.gpu import bench  # noqa: E402
+from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
+
+SEEDS = (1, 2, 3)
+
+# Small shapes; odd sizes exercise masking (row/column tails, head counts that are not powers of two).
+CASES = [
+    ("llama4_rope", {"seq": 16, "hidden": 256, "q_heads": 4, "kv_heads": 2}),
+    ("llama4_rope", {"seq": 7, "hidden": 192, "q_heads": 6, "kv_heads": 3, "batch": 2}),
+    ("rope", {"seq": 16, "hidden": 256, "q_heads": 4, "kv_heads": 2}),
+    ("rope", {"seq": 9, "hidden": 96, "q_heads": 3, "kv_heads": 1, "batch": 2}),
+    ("geglu", {"batch": 2, "seq": 8, "hidden": 64, "intermediate": 96}),
+    ("geglu", {"batch": 1, "seq": 5, "hidden": 48, "intermediate": 1100}),
+    ("swiglu", {"batch": 2, "seq": 8, "hidden": 64, "intermediate": 96}),
+    ("rms_norm", {"rows": 9, "hidden": 200, "eps": 1e-6}),
+    ("rms_norm", {"rows": 33, "hidden": 64, "eps": 1e-5}),
+    ("layer_norm", {"rows": 9, "hidden": 200, "eps": 1e-6}),
+    ("layer_norm", {"rows": 33, "hidden": 64, "eps": 1e-5}),
+]
+
+
+def _impl(kernel):
+    return importlib.import_module(f"kernels.{kernel}.impl")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize(("kernel", "params"), CASES, ids=[f"{k}-{i}" for i, (k, _) in enumerate(CASES)])
+def test_kernelindex_matches_reference(kernel, params, dtype):
+    impl = _impl(kernel)
+    result = check_correctness(impl, ["kernelindex"], params, dtype, "cpu", seeds=SEEDS)["kernelindex"]
+    assert result["status"] == "passed", result.get("reason")
+    assert set(result["outputs"]) == set(impl.OUTPUT_NAMES)
+    assert set(result["gradients"]) == set(impl.GRAD_INPUTS)
+    if dtype == "fp32":
+        for kind in ("outputs", "gradients"):
+            for name, v in result[kind].items():
+                assert v["rel_error"] < 1e-5, (kind, name, v)
+
+
+@pytest.mark.parametrize("kernel", sorted({k for k, _ in CASES}))
+def test_inputs_are_seeded_random_with_spec_shapes(kernel):
+    import kernels
+
+    impl = _impl(kernel)
+    params = next(p for k, p in CASES if k == kernel)
+    a = impl.make_inputs(params, "bf16", 5, "cpu")
+    b = impl.make_inputs(params, "bf16", 5, "cpu")
+    c = impl.make_inputs(params, "bf16", 6, "cpu")
+    for t in kernels.lookup(kernel).input_tensors(params, "bf16"):
+        x = a[t["name"]]
+        assert list(x.shape) == t["shape"]
+        assert x.dtype == torch.bfloat16
+        assert torch.count_nonzero(x) > 0
+        assert torch.equal(x, b[t["name"]])
+        if t["name"] not in getattr(impl, "DETERMINISTIC_INPUTS", ()):
+            assert not torch.equal(x, c[t["name"]])
+
+
+def test_seed_workload_floors():
+    rope = _impl("llama4_rope")
+    p = {"seq": 2048, "hidden": 2048, "q_heads": 32, "kv_heads": 8}
+    qk = 2048 * (32 + 8) * 64 * 2
+    freqs = 2048 * 32 * 8
+    assert rope.bytes_moved(p, "bf16", "backward") == 2 * qk + freqs
+    geglu = _impl("geglu")
+    g = {"batch": 8, "seq": 8192, "hidden": 4096, "intermediate": 11008}
+    assert geglu.flops(g, "backward") == 12 * 65536 * 4096 * 11008
+    assert geglu.flops(g, "full") == 18 * 65536 * 4096 * 11008
+
+
+class _BrokenRope(torch.autograd.Function):
+    """The KernelIndex llama4 RoPE kernel launched with the wrong rotation sign in the forward pass."""
+
+    @staticmethod
+    def forward(ctx, q, k, freqs_cis):
+        impl = _impl("llama4_rope")
+        f = impl._freqs_real(freqs_cis, q.shape[-1])
+        ctx.save_for_backward(f)
+        return impl._launch(q, k, f, -1.0)
+
+    @staticmethod
+    def backward(ctx, dq, dk):
+        (f,) = ctx.saved_tensors
+        impl = _impl("llama4_rope")
+        return (*impl._launch(dq, dk, f, 1.0), None)
+
+
+def test_comparator_catches_broken_kernel():
+    impl = _impl("llama4_rope")
+
+    def build(provider, inputs, params=None):
+        if provider != "kernelindex":
+            return impl.build(provider, inputs, params)
+        lv = leaf_copies(inputs, impl.GRAD_INPUTS)
+        return Built(lambda: _BrokenRope.apply(lv["q"], lv["k"], inputs["freqs_cis"]), lv, "broken", impl.OUTPUT_NAMES)
+
+    params = {"seq": 8, "hidden": 128, "q_heads": 4, "kv_heads": 2}
+    res = check_correctness(impl, ["kernelindex", "huggingface"], params, "bf16", "cpu", seeds=(1, 2), build=build)
+    assert res["kernelindex"]["status"] == "failed"
+    assert "rel_error" in res["kernelindex"]["reason"]
+    assert res["huggingface"]["status"] == "passed"
+
+
+def test_comparator_fails_nan_and_crash():
+    impl = _impl("rms_norm")
+
+    def build(provider, inputs, params=None):
+        lv = leaf_copies(inputs, impl.GRAD_INPUTS)
+        if provider == "kernelindex":
+            return Built(lambda: (lv["x"] * float("nan") * lv["weight"],), lv, "nan", impl.OUTPUT_NAMES)
+
+        def crash():
+            raise RuntimeError("boom")
+
+        return Built(crash, lv, "crash", impl.OUTPUT_NAMES)
+
+    res = check_correctness(impl, ["kernelindex", "torch"], {"rows": 4, "hidden": 32}, "fp32", "cpu", seeds=(1,),
+                            build=build)
+    assert res["kernelindex"]["status"] == "failed"
+    assert res["torch"]["status"] == "failed" and "boom" in res["torch"]["reason"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None, reason="liger_kernel is not installed")
+def test_liger_llama4_rope_matches_reference():
+    from liger_kernel.ops.llama4_rope import LigerLlama4RopeFunction
+
+    impl = _impl("llama4_rope")
+
+    def build(provider, inputs, params=None):
+        lv = leaf_copies(inputs, impl.GRAD_INPUTS)
+        # Liger rotates its inputs in place; hand it copies of the leaves.
+        return Built(lambda: LigerLlama4RopeFunction.apply(lv["q"] * 1, lv["k"] * 1, inputs["freqs_cis"]), lv,
+                     "liger", impl.OUTPUT_NAMES)
+
+    params = {"seq": 16, "hidden": 256, "q_heads": 4, "kv_heads": 2}
+    res = check_correctness(impl, ["liger"], params, "fp32", "cpu", seeds=SEEDS, build=build)["liger"]
+    assert res["status"] == "passed", res.get("reason")
+
+
+def test_entry_point_without_cuda_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "cuda_available", lambda: False)
+    out = tmp_path / "sub" / "h200.jsonl.gz"
+    assert bench.main(["--out", str(out), "--targets", "seeds"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == bench.NO_CUDA_MESSAGE and len(err.splitlines()) == 1
+    assert not out.exists() and not out.parent.exists()
+    with pytest.raises(bench.NoCudaDevice):
+        bench.run_reruns([{"kernel": "geglu"}], out)
+    assert not out.exists()
+
+
+def test_record_shape():
+    impl = _impl("geglu")
+    target = {"kernel": "geglu", "params": {"batch": 8, "seq": 8192, "hidden": 4096, "intermediate": 11008},
+              "dtype": "bf16", "providers": ["kernelindex"], "modes": ["backward"]}
+    env = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "ExecutionEnvironment", "metadata": {"name": "x"},
+           "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0}}}
+    corr = {"seeds": [1], "outputs": {"y": {"rel_error": 1e-3, "tolerance": 1e-2}}, "gradients": {},
+            "status": "passed"}
+    rec = bench._record(target, impl, "kernelindex", "label", "backward", "latency",
+                        {"median": 50_000_000, "p20": 49_000_000, "p80": 51_000_000}, corr, env, "2026-12-02T00:00:00Z")
+    assert set(rec) == {"kernel", "provider", "implementation_label", "mode", "metric", "unit", "median", "p20", "p80",
+                        "status", "correctness", "params", "dtype", "implied", "bytes", "flops", "achieved",
+                        "observed_at", "protocol", "environment"}
+    assert rec["implied"] == {"hidden_act": "gelu_pytorch_tanh"}
+    assert rec["protocol"]["metadata"]["name"] == "kernelindex-rerun-backward"
+    assert rec["protocol"]["spec"]["measurement"]["timer"] == "cuda_events"
+    assert rec["achieved"]["tflops"] == pytest.approx(impl.flops(target["params"], "backward") / 5e7 / 1e3, rel=1e-3)
+    failed = bench._record(target, impl, "kernelindex", "label", "backward", "latency", None,
+                           {**corr, "status": "failed", "reason": "bad"}, env, "2026-12-02T00:00:00Z")
+    assert failed["median"] is None and failed["status"] == "failed" and failed["correctness"]["reason"] == "bad"
+
+
+def test_shipped_evidence_records_pair_with_upstream_names():
+    import json
+    from pathlib import Path
+
+    import kernels
+
+    files = sorted(Path(__file__).resolve().parents[1].joinpath("data", "evidence").glob("*.jsonl.gz"))
+    if not files:
+        pytest.skip("no evidence shipped yet")
+    for path in files:
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                rec = json.loads(line)
+                spec = kernels.lookup(rec["kernel"])
+                assert spec.input_tensors(rec["params"], rec["dtype"]) is not None
+                assert rec["status"] in ("passed", "failed")
+                assert (rec["median"] is None) == (rec["status"] == "failed")
