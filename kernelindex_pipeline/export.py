@@ -1,0 +1,406 @@
+"""`kernelindex export`: canonical manifests as JSON files, or static HTML record and group pages.
+
+JSON layout (DIR):
+    index.json              one entry per run: ids, title, group, digest, file
+    runs/<run_id>.json      the run's canonical manifest, byte for byte as stored (its digests recompute)
+
+HTML layout (DIR): the JSON layout, plus
+    index.html              every comparison group, by kernel
+    runs/<run_id>.html      one record page per run (the sections of the published seed records)
+    groups/<key>.html       one page per comparison group, with an SVG chart (median, p20-p80 bars)
+    style.css
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import kernels
+from kernelindex_pipeline.warehouse import Warehouse
+
+SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
+SOURCE_LICENSES = {"liger-kernel-bench": "BSD-2-Clause"}
+
+EXPORT_SQL = """
+SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.implementation, r.project,
+    r.metric, r.unit, r.median_value, r.p20_value, r.p80_value, r.gpu, r.architecture, r.workload_slug,
+    r.observed_at, r.evidence_level, r.source, r.status, r.withdrawn_upstream, r.liger_version, r.comparison_key,
+    r.source_unit, r.source_p20, r.source_p50, r.source_p80,
+    m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
+    k.rank, k.group_size
+FROM runs r
+JOIN manifests m USING (run_id)
+LEFT JOIN (SELECT * FROM workloads QUALIFY row_number() OVER (PARTITION BY workload_digest) = 1) w USING (workload_digest)
+LEFT JOIN implementations i USING (implementation_digest)
+LEFT JOIN ranks k USING (run_id)
+ORDER BY r.run_id
+"""
+
+
+def group_slug(comparison_key: str) -> str:
+    return comparison_key.removeprefix("sha256:")[:16]
+
+
+# -- number formatting ---------------------------------------------------------------------------
+
+_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
+_BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
+
+
+def quantity(value, unit: str, sep: str = " ") -> str:
+    """153632 ns -> '153.6 µs'; 144213211 ns -> '144.2 ms'; bytes in binary units."""
+    if value is None:
+        return "—"
+    scales = _TIME_UNITS if unit == "ns" else _BYTE_UNITS if unit == "bytes" else ((1, unit),)
+    for scale, name in scales:
+        if abs(value) >= scale or scale == 1:
+            scaled = value / scale
+            text = f"{scaled:.1f}" if abs(scaled) >= 100 else f"{scaled:.4g}"
+            return f"{text}{sep}{name}"
+    raise AssertionError("unreachable")
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _short(digest: str | None, n: int) -> str:
+    return f"{digest[:7 + n]}…" if digest else "—"
+
+
+# -- pages -----------------------------------------------------------------------------------------
+
+def _page(title: str, body: str, depth: int) -> str:
+    up = "../" * depth
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+        f"<link rel=\"stylesheet\" href=\"{up}style.css\"></head>\n<body>\n"
+        f"<header><a href=\"{up}index.html\">KernelIndex</a></header>\n<main>\n{body}\n</main>\n</body></html>\n"
+    )
+
+
+def _dl(rows: list[tuple[str, str]]) -> str:
+    """rows of (term, already-escaped description)."""
+    return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
+
+
+def _ordered_params(params: dict) -> list[tuple[str, object]]:
+    order = {name: i for i, name in enumerate(kernels.DISPLAY_ORDER)}
+    return [(n, params[n]) for n in sorted(params, key=lambda n: (order.get(n, len(order)), n))]
+
+
+def _plain(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def workload_display(definition: dict | None, fallback: str) -> str:
+    """'seq = 2048 · hidden = 2048 · q_heads = 32 · kv_heads = 8 · bf16'."""
+    if not definition:
+        return fallback
+    spec = definition["spec"]
+    parts = [f"{n} = {_plain(v)}" for n, v in _ordered_params(spec.get("parameters", {}))]
+    return " · ".join(parts + ([spec["dtype"]] if spec.get("dtype") else []))
+
+
+def record_page(run: dict, leader: dict | None, groups_with_pages: set[str]) -> str:
+    manifest = json.loads(run["manifest"])
+    spec = manifest["run"]["spec"]
+    protocol = manifest["protocol"]["spec"]
+    hardware = manifest["environment"]["spec"].get("hardware", {})
+    software = manifest["environment"]["spec"].get("software", {})
+    workload = json.loads(run["workload"]) if run["workload"] else None
+    implementation = json.loads(run["implementation_manifest"])["spec"] if run["implementation_manifest"] else {}
+    unit = run["unit"]
+    source_title = SOURCE_TITLES.get(run["source"], run["source"])
+    observed = run["observed_at"].strftime("%Y-%m-%d")
+    group = group_slug(run["comparison_key"])
+    level = run["evidence_level"]
+
+    if run["rank"] is not None:
+        rank_line = f"Rank {run['rank']} in its comparison group · {_e(level)} comparison · observed {observed}"
+    elif run["withdrawn_upstream"]:
+        rank_line = f"Not ranked: withdrawn upstream · {_e(level)} comparison · observed {observed}"
+    else:
+        rank_line = (f"Not ranked: a newer run of this implementation represents it · {_e(level)} comparison · "
+                     f"observed {observed}")
+    compare = ""
+    if leader and leader["run_id"] != run["run_id"]:
+        compare = (f"<p class=\"compare\"><a id=\"compare-with-1\" href=\"{_e(leader['run_id'])}.html\">"
+                   f"Compare with #1 →</a> <span class=\"muted\">{_e(leader['implementation'])} · "
+                   f"{quantity(leader['median_value'], unit)}</span></p>")
+    elif leader:
+        compare = "<p class=\"compare\">This run is #1 in its comparison group.</p>"
+    native = spec.get("sourceNative", {}).get("metrics", {})
+    native_line = " · ".join(f"{_e(k.replace('_', ' '))} {_e(v)}" for k, v in native.items())
+
+    sections = [f"<h1>Run {_e(run['run_id'][:8])} <span class=\"muted\">· {_e(run['title'])}</span></h1>"]
+    sections.append(
+        "<section id=\"primary\"><h2>Primary measurement</h2>"
+        f"<p class=\"primary\"><span class=\"value\">{quantity(run['median_value'], unit, '')}</span>"
+        f"<span class=\"stat\">median</span></p><p class=\"rank\">{rank_line}</p>{compare}"
+        + (f"<p class=\"native\">{native_line}</p>" if native_line else "") + "</section>")
+
+    identity = [
+        ("implementation", _e(run["implementation"])), ("project", _e(run["project"])),
+        ("revision", _e(implementation.get("revision", "unknown"))),
+        ("workload", _e(workload_display(workload, run["workload_slug"]))),
+        ("comparison key", f"<code title=\"{_e(run['comparison_key'])}\">{_e(_short(run['comparison_key'], 16))}</code>"),
+        ("source", _e(source_title)),
+    ]
+    if run["external_id"]:
+        identity.append(("external id", f"<code>{_e(run['external_id'])}</code>"))
+    identity.append(("run digest", f"<code title=\"{_e(run['run_digest'])}\">{_e(_short(run['run_digest'], 23))}</code>"))
+    if run["liger_version"]:
+        identity.append(("liger version", _e(run["liger_version"])))
+    sections.append("<section id=\"identity\"><h2>Identity</h2>" + _dl(identity) + "</section>")
+
+    correctness = spec.get("correctness")
+    if correctness:
+        text = _e(json.dumps(correctness, ensure_ascii=False, sort_keys=True))
+        sections.append(f"<section id=\"correctness\"><h2>Correctness</h2><p><code>{text}</code></p></section>")
+    else:
+        sections.append("<section id=\"correctness\"><h2>Correctness</h2><p>Marked "
+                        f"{_e(run['status'])} by the source; the correctness policy was not published.</p></section>")
+
+    rows = []
+    if workload:
+        wspec = workload["spec"]
+        rows += [(n, _e(_plain(v))) for n, v in _ordered_params(wspec.get("parameters", {}))]
+        inputs = wspec.get("inputs")
+        if isinstance(inputs, list):
+            rows += [(t["name"], f"{_e(t.get('dtype'))} <code>{_e(t.get('shape'))}</code>") for t in inputs]
+        else:
+            rows.append(("inputs", "tensor shapes not known for this kernel"))
+        rows.append(("definition comparator", _e(wspec.get("comparator"))))
+    else:
+        rows.append(("workload", _e(run["workload_slug"])))
+    sections.append("<section id=\"workload\"><h2>Workload</h2>" + _dl(rows) + "</section>")
+
+    measurements = [(f"{run['metric']} · median", quantity(run["median_value"], unit))]
+    measurements += [(f"{m['metric']} · {m['statistic']}", quantity(m["value"], m["unit"]))
+                     for m in spec.get("measurements", [])]
+    sections.append("<section id=\"measurements\"><h2>Measurements</h2>" + _dl(measurements) + "</section>")
+
+    prot = [("harness", _e(protocol.get("harness", {}).get("name"))),
+            ("timer", _e(protocol.get("measurement", {}).get("timer"))),
+            ("primaryStatistic", _e(protocol.get("measurement", {}).get("primaryStatistic"))),
+            ("comparabilityFamily", _e(protocol.get("comparability", {}).get("family")))]
+    notes = protocol.get("comparability", {}).get("notes")
+    sections.append("<section id=\"protocol\"><h2>Protocol</h2>" + _dl(prot)
+                    + (f"<p class=\"muted\">{_e(notes)}</p>" if notes else "") + "</section>")
+
+    env = [("gpu", _e(f"{hardware.get('product', run['gpu'])} ({hardware.get('architecture', run['architecture'])})"))]
+    env += [(k, _e(v)) for k, v in sorted(software.items())]
+    sections.append("<section id=\"environment\"><h2>Environment</h2>" + _dl(env) + "</section>")
+    sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
+    sections.append("<section id=\"replications\"><h2>Replications and notes</h2><p>No attestations yet.</p>"
+                    "<p class=\"muted\">Community attestations. They never change the evidence level; only a "
+                    "KernelIndex-controlled rerun does.</p></section>")
+    ordered = {k: manifest[k] for k in ("run", "protocol", "environment") if k in manifest}
+    pretty = json.dumps(ordered, indent=2, ensure_ascii=False)
+    sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
+                    f"<pre>{_e(pretty)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
+                    "(canonical JSON; the run digest is the sha256 of its <code>run</code> object)</p></section>")
+    citation = (f"KernelIndex. \u201c{run['title']}\u201d, run {run['run_id']} ({source_title}, observed {observed}). "
+                f"{run['run_digest']}. runs/{run['run_id']}.html. Accessed [date].")
+    sections.append("<section id=\"cite\"><h2>How to cite</h2><p>Cite this record (permalink, digest, access date)</p>"
+                    f"<pre class=\"cite\">{_e(citation)}</pre><dl><dt>digest</dt><dd><code>{_e(run['run_digest'])}"
+                    "</code></dd></dl></section>")
+    group_link = (f"<a href=\"../groups/{group}.html\">All results in this comparison group →</a>"
+                  if group in groups_with_pages else "")
+    sections.append(f"<footer>Published {observed} · {_e(source_title)} · "
+                    f"{_e(SOURCE_LICENSES.get(run['source'], 'licence not stated'))} · {group_link} · "
+                    f"<a href=\"{_e(run['run_id'])}.json\">JSON</a></footer>")
+    return _page(f"Run {run['run_id'][:8]} · KernelIndex", "\n".join(sections), 1)
+
+
+CHART_ROW = 28
+CHART_LABEL = 200
+CHART_WIDTH = 760
+
+
+def chart_svg(runs: list[dict]) -> str:
+    """Median (dot) with p20-p80 bar for each run. The axis spans the runs' values, padded; it starts at
+    zero only when the values come near it, so narrow spreads stay visible (the caption says which)."""
+    if not runs:
+        return "<p>No ranked runs in this group.</p>"
+    unit = runs[0]["unit"]
+    lows = [r["p20_value"] if r["p20_value"] is not None else r["median_value"] for r in runs]
+    highs = [r["p80_value"] if r["p80_value"] is not None else r["median_value"] for r in runs]
+    lo, hi = min(lows + [r["median_value"] for r in runs]), max(highs + [r["median_value"] for r in runs])
+    pad = max((hi - lo) * 0.08, hi * 0.02, 1)
+    lo, hi = (0 if lo - pad < (hi - lo) * 0.5 else lo - pad), hi + pad
+    plot = CHART_WIDTH - CHART_LABEL - 90
+    height = CHART_ROW * len(runs) + 40
+
+    def x(v):
+        return CHART_LABEL + plot * ((v - lo) / (hi - lo))
+
+    parts = [f"<svg id=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{CHART_WIDTH}\" height=\"{height}\" "
+             f"viewBox=\"0 0 {CHART_WIDTH} {height}\" role=\"img\" aria-label=\"median with p20-p80 per run\">",
+             f"<rect x=\"{CHART_LABEL}\" y=\"4\" width=\"{plot}\" height=\"{CHART_ROW * len(runs)}\" fill=\"#f3f6fa\"/>"]
+    for i, (r, p20, p80) in enumerate(zip(runs, lows, highs)):
+        y = 4 + CHART_ROW * i + CHART_ROW / 2
+        med = r["median_value"]
+        colour = "#d9480f" if r.get("is_liger") else "#1c64c8"
+        parts.append(f"<text x=\"{CHART_LABEL - 8}\" y=\"{y + 4:.1f}\" text-anchor=\"end\" font-size=\"13\">"
+                     f"#{r['rank']} {_e(r['implementation'])}</text>")
+        parts.append(f"<rect class=\"spread\" x=\"{x(p20):.1f}\" y=\"{y - 7:.1f}\" "
+                     f"width=\"{max(x(p80) - x(p20), 3):.1f}\" height=\"14\" fill=\"{colour}\" fill-opacity=\"0.45\">"
+                     f"<title>p20 {quantity(p20, unit)} – p80 {quantity(p80, unit)}</title></rect>")
+        parts.append(f"<circle class=\"median\" cx=\"{x(med):.1f}\" cy=\"{y:.1f}\" r=\"6\" fill=\"{colour}\"/>")
+        parts.append(f"<text x=\"{x(max(p80, med)) + 10:.1f}\" y=\"{y + 4:.1f}\" font-size=\"12\">"
+                     f"{quantity(med, unit)}</text>")
+    axis_y = 4 + CHART_ROW * len(runs)
+    parts.append(f"<line x1=\"{CHART_LABEL}\" y1=\"{axis_y}\" x2=\"{CHART_LABEL + plot}\" y2=\"{axis_y}\" stroke=\"#444\"/>")
+    for frac in (0, 0.25, 0.5, 0.75, 1):
+        parts.append(f"<text x=\"{CHART_LABEL + plot * frac:.1f}\" y=\"{axis_y + 16}\" text-anchor=\"middle\" "
+                     f"font-size=\"11\" fill=\"#444\">{quantity(lo + (hi - lo) * frac, unit)}</text>")
+    parts.append("</svg>")
+    caption = ("Dot: median; bar: p20–p80. " + ("Axis starts at zero." if lo == 0 else
+               f"Axis starts at {quantity(lo, unit)}, not zero."))
+    return "".join(parts) + f"<p class=\"muted\">{caption}</p>"
+
+
+def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) -> str:
+    first = (ranked or others)[0]
+    title = f"{first['title'].split(' · ')[0]} · {first['operation_mode']} · {first['metric']}"
+    best = ranked[0]["median_value"] if ranked else None
+    table = ["<table><thead><tr><th>rank</th><th>implementation</th><th>median</th><th>p20</th><th>p80</th>"
+             "<th>× #1</th><th>liger</th><th>observed</th><th>run</th></tr></thead><tbody>"]
+    for r in ranked:
+        ratio = f"{r['median_value'] / best:.3f}" if best else "—"
+        table.append(f"<tr><td>{r['rank']}</td><td>{_e(r['implementation'])}</td>"
+                     f"<td>{quantity(r['median_value'], r['unit'])}</td><td>{quantity(r['p20_value'], r['unit'])}</td>"
+                     f"<td>{quantity(r['p80_value'], r['unit'])}</td><td>{ratio}</td><td>{_e(r['liger_version'])}</td>"
+                     f"<td>{r['observed_at']:%Y-%m-%d}</td>"
+                     f"<td><a href=\"../runs/{_e(r['run_id'])}.html\">{_e(r['run_id'][:8])}</a></td></tr>")
+    table.append("</tbody></table>")
+    earlier = ""
+    if others:
+        items = "".join(f"<li><a href=\"../runs/{_e(r['run_id'])}.html\">{_e(r['run_id'][:8])}</a> "
+                        f"{_e(r['implementation'])} · {quantity(r['median_value'], r['unit'])} · "
+                        f"{_e(r['liger_version'])} · {r['observed_at']:%Y-%m-%d}"
+                        f"{' · withdrawn upstream' if r['withdrawn_upstream'] else ''}</li>" for r in others)
+        earlier = f"<section id=\"earlier\"><h2>Earlier and withdrawn runs</h2><ul>{items}</ul></section>"
+    body = (f"<h1>{_e(title)}</h1><p class=\"workload\">{_e(workload)} · {_e(first['gpu'])}</p>"
+            f"<p class=\"muted\">comparison key <code>{_e(key)}</code></p>"
+            f"<section id=\"chart-section\"><h2>Median with p20–p80</h2>{chart_svg(ranked)}</section>"
+            f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{earlier}")
+    return _page(f"{title} · {workload} · KernelIndex", body, 1)
+
+
+def index_page(groups: list[tuple[str, dict, int]]) -> str:
+    by_kernel: dict[str, list] = defaultdict(list)
+    for slug, leader, size in groups:
+        by_kernel[leader["kernel"]].append((slug, leader, size))
+    parts = ["<h1>KernelIndex</h1><p>Comparison groups of the Liger-Kernel benchmark runs, with the current #1.</p>"]
+    for kernel in sorted(by_kernel):
+        rows = "".join(
+            f"<tr><td><a href=\"groups/{slug}.html\">{_e(l['operation_mode'])} · {_e(l['metric'])}</a></td>"
+            f"<td>{_e(l['workload_slug'])}</td><td>{_e(l['gpu'])}</td><td>{_e(l['implementation'])}</td>"
+            f"<td>{quantity(l['median_value'], l['unit'])}</td><td>{size}</td></tr>"
+            for slug, l, size in sorted(by_kernel[kernel], key=lambda g: (g[1]["operation_mode"], g[1]["metric"],
+                                                                          g[1]["workload_slug"], g[1]["gpu"])))
+        parts.append(f"<section><h2 id=\"{_e(kernel)}\">{_e(kernel)}</h2><table><thead><tr><th>group</th>"
+                     "<th>workload</th><th>gpu</th><th>#1</th><th>median</th><th>runs</th></tr></thead>"
+                     f"<tbody>{rows}</tbody></table></section>")
+    return _page("KernelIndex · comparison groups", "\n".join(parts), 0)
+
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1b1f24; background: #fff; }
+header { padding: 10px 24px; border-bottom: 1px solid #d8dee4; font-weight: 600; }
+header a { color: #1b1f24; text-decoration: none; }
+main { max-width: 900px; padding: 8px 24px 40px; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bottom: 1px solid #eaeef2; }
+.muted { color: #57606a; font-weight: normal; }
+.primary .value { font-size: 2.6rem; font-weight: 700; } .primary .stat { margin-left: .4rem; color: #57606a; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
+dt { color: #57606a; } dd { margin: 0; overflow-wrap: anywhere; }
+pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 12px; }
+table { border-collapse: collapse; font-size: 14px; } td, th { padding: 3px 10px 3px 0; text-align: left; }
+footer { margin-top: 2rem; color: #57606a; font-size: 14px; }
+"""
+
+
+# -- export ----------------------------------------------------------------------------------------
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _default_progress(done: int, total: int, what: str) -> None:
+    if sys.stderr.isatty():
+        end = "\n" if done == total else ""
+        print(f"\r{what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+
+def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress) -> str:
+    directory = Path(directory)
+    with Warehouse().reader() as con:
+        cursor = con.execute(EXPORT_SQL)
+        names = [d[0] for d in cursor.description]
+        runs = [dict(zip(names, row)) for row in cursor.fetchall()]
+    liger = {r["run_id"] for r in runs if r["project"] == "Liger-Kernel"}
+    index = []
+    step = max(1, len(runs) // 50)
+    for n, run in enumerate(runs, 1):
+        _write(directory / "runs" / f"{run['run_id']}.json", run["manifest"])
+        index.append({"run_id": run["run_id"], "external_id": run["external_id"], "title": run["title"],
+                      "kernel": run["kernel"], "operation_mode": run["operation_mode"], "provider": run["provider"],
+                      "metric": run["metric"], "gpu": run["gpu"], "workload_slug": run["workload_slug"],
+                      "observed_at": run["observed_at"].isoformat(), "evidence_level": run["evidence_level"],
+                      "comparison_key": run["comparison_key"], "rank": run["rank"], "group_size": run["group_size"],
+                      "withdrawn_upstream": run["withdrawn_upstream"], "run_digest": run["run_digest"],
+                      "manifest": f"runs/{run['run_id']}.json"})
+        if n % step == 0 or n == len(runs):
+            progress(n, len(runs), "manifests")
+    _write(directory / "index.json", json.dumps({"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndex",
+                                                 "runs": index}, indent=1, ensure_ascii=False) + "\n")
+    if fmt == "json":
+        return f"exported {len(runs)} manifests and index.json to {directory}"
+
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for run in runs:
+        run["is_liger"] = run["run_id"] in liger
+        groups[run["comparison_key"]].append(run)
+    leaders, slugs, summaries = {}, set(), []
+    for key, members in groups.items():
+        ranked = sorted((r for r in members if r["rank"] is not None),
+                        key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
+        leaders[key] = ranked[0] if ranked else None
+        slugs.add(group_slug(key))
+    total = len(runs) + len(groups)
+    done = 0
+    for key, members in groups.items():
+        ranked = [r for r in members if r["rank"] is not None]
+        ranked.sort(key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
+        others = sorted((r for r in members if r["rank"] is None), key=lambda r: r["observed_at"], reverse=True)
+        workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
+                                    members[0]["workload_slug"])
+        _write(directory / "groups" / f"{group_slug(key)}.html", group_page(key, ranked, others, workload))
+        if ranked:
+            summaries.append((group_slug(key), ranked[0], len(ranked)))
+        for run in members:
+            _write(directory / "runs" / f"{run['run_id']}.html", record_page(run, leaders[key], slugs))
+            done += 1
+            if done % step == 0:
+                progress(done, total, "pages")
+        done += 1
+    progress(total, total, "pages")
+    _write(directory / "index.html", index_page(summaries))
+    _write(directory / "style.css", STYLE.lstrip())
+    return f"exported {len(runs)} record pages, {len(groups)} group pages and manifests to {directory}"
