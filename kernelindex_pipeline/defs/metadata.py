@@ -18,8 +18,9 @@ def table_metadata(con, table: str, preview_sql: str | None = None, limit: int =
     return metadata
 
 
-def markdown_table(con, sql: str, limit: int = 10) -> str:
-    cursor = con.execute(f"SELECT * FROM ({sql}) LIMIT {int(limit)}")
+def markdown_table(con, sql: str, limit: int = 10, params: list | None = None) -> str:
+    """The first `limit` rows of a query as a markdown table (what the UI's preview renders)."""
+    cursor = con.execute(f"SELECT * FROM ({sql}) LIMIT {int(limit)}", params or [])
     names = [d[0] for d in cursor.description]
     rows = cursor.fetchall()
     if not rows:

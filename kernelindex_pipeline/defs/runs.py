@@ -4,7 +4,7 @@
 import dagster as dg
 
 from kernelindex_pipeline import steps
-from kernelindex_pipeline.defs.metadata import table_metadata
+from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.defs.upstream import upstream_snapshots
 from kernelindex_pipeline.partitions import upstream_revisions
@@ -21,12 +21,19 @@ from kernelindex_pipeline.partitions import upstream_revisions
 def run_observations(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Every upstream row of a revision, normalized: an accepted observation of one run (canonical ids,
     units in ns/bytes, source metrics kept verbatim) or a quarantine row with its reason."""
-    result = steps.normalize_snapshots(warehouse.warehouse(), list(context.partition_keys))
+    wh = warehouse.warehouse()
+    result = steps.normalize_snapshots(wh, list(context.partition_keys))
     d = result.details
-    return dg.MaterializeResult(metadata={
+    with wh.reader() as con:
+        metadata = table_metadata(con, "observations")
+        metadata["quarantine_reasons"] = dg.MetadataValue.md(markdown_table(
+            con, "SELECT reason, count(*) AS rows FROM snapshot_quarantine WHERE list_contains(?, revision_key) "
+                 "GROUP BY reason ORDER BY rows DESC", params=[list(context.partition_keys)]))
+    metadata.update({
         "dagster/row_count": result.rows, "rows_in": d["rows_in"], "quarantined": d["quarantined"],
         "quarantine_rate": round(d["quarantined"] / d["rows_in"], 6) if d["rows_in"] else 0.0,
     })
+    return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(group_name="evidence", kinds={"duckdb", "json"}, pool="warehouse")
@@ -64,6 +71,7 @@ def run_manifests(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
     wh = warehouse.warehouse()
     result = steps.rebuild_manifests(wh)
     with wh.reader() as con:
-        metadata = table_metadata(con, "manifests", "SELECT run_id, run_digest FROM manifests")
+        metadata = table_metadata(con, "manifests", "SELECT r.title, r.workload_slug, m.run_id, m.run_digest "
+                                                    "FROM manifests m JOIN runs r USING (run_id) ORDER BY r.observed_at DESC")
     metadata["changed"] = result.changed
     return dg.MaterializeResult(metadata=metadata)

@@ -4,6 +4,7 @@
 import dagster as dg
 
 from kernelindex_pipeline import steps
+from kernelindex_pipeline.defs.metadata import table_metadata
 from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
 from kernelindex_pipeline.partitions import upstream_revisions
 from kernelindex_pipeline.sources import SourceError
@@ -43,6 +44,9 @@ def upstream_snapshots(
             raise dg.Failure(description=f"upstream fetch failed, warehouse unchanged: {exc}") from exc
     result = steps.record_snapshots(wh, fetched)
     context.log.info(f"{len(fetched)} snapshot(s) fetched, {len(keys) - len(wanted)} already stored")
-    return dg.MaterializeResult(
-        metadata={"fetched": len(fetched), "already_stored": len(keys) - len(wanted), "bytes": result.details["bytes"]}
-    )
+    with wh.reader() as con:
+        metadata = table_metadata(con, "snapshots", "SELECT revision_key, commit, committed_at, bytes FROM snapshots "
+                                                    "ORDER BY committed_at DESC")
+    metadata.update({"fetched": len(fetched), "already_stored": len(keys) - len(wanted), "bytes": result.details["bytes"],
+                     "upstream_revision": keys[-1] if keys else ""})
+    return dg.MaterializeResult(metadata=metadata)
