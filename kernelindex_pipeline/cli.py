@@ -77,6 +77,7 @@ def ingest(sources: list[str]) -> dict:
     if not new and fingerprint == current_fingerprint:
         return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
 
+    _progress(f"materializing {len(new) or len(listed)} upstream revision(s) through Dagster…")
     instance = _dagster_instance(wh)
     known = set(instance.get_dynamic_partitions(upstream_revisions.name))
     instance.add_dynamic_partitions(upstream_revisions.name, [r.key for r in listed if r.key not in known])
@@ -118,7 +119,19 @@ def query(sql: str) -> tuple[list[str], list[tuple]]:
         return [d[0] for d in cursor.description], cursor.fetchall()
 
 
-def format_rows(names: list[str], rows: list[tuple], fmt: str) -> str:
+def _progress(message: str) -> None:
+    """A progress line on stderr, only where someone watches it (a terminal)."""
+    if sys.stderr.isatty():
+        print(message, file=sys.stderr, flush=True)
+
+
+def _cell(value, max_width: int) -> str:
+    text = "" if value is None else str(value).replace("\n", " ")
+    return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+
+def format_rows(names: list[str], rows: list[tuple], fmt: str, max_width: int = 60) -> str:
+    """An aligned table (numbers right-aligned, long cells cut at max_width), or csv/json in full."""
     if fmt == "json":
         return json.dumps([dict(zip(names, r)) for r in rows], default=str, ensure_ascii=False, indent=1)
     if fmt == "csv":
@@ -127,7 +140,7 @@ def format_rows(names: list[str], rows: list[tuple], fmt: str) -> str:
         writer.writerow(names)
         writer.writerows(rows)
         return "".join(out.parts).rstrip("\n")
-    cells = [["" if v is None else str(v) for v in r] for r in rows]
+    cells = [[_cell(v, max_width) for v in r] for r in rows]
     widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
     numeric = [all(_is_number(r[i]) for r in rows if r[i] is not None) and rows for i in range(len(names))]
     def line(values):
@@ -175,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run", metavar="RUN", help="run id or external id")
     p = sub.add_parser("query", help="run read-only SQL on the warehouse")
     p.add_argument("sql")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table: aligned, long cells cut; csv/json: every value in full, for scripts")
     p = sub.add_parser("rerun", help="re-measure covered kernels on this machine's CUDA GPU")
     p.add_argument("--targets", choices=["seeds", "all"], default="seeds")
     p.add_argument("--kernel", action="append", default=[], dest="kernels")
