@@ -1,9 +1,9 @@
 """GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
 
-KernelIndex's MLP is one autograd.Function: the gate and up projections run as one cuBLAS GEMM
-against the stacked [w_gate; w_up] weight, a Triton kernel applies the gated activation, and the
-backward pass recomputes the activation (nothing but x and the stacked projection output is saved),
-producing d(gate), d(up) side by side so that dx and d[w_gate; w_up] are single GEMMs too.
+KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, one Triton kernel for
+the gated activation in each direction. Only x and the gate/up projections are saved: the backward
+kernel recomputes the activation (writing it over dh, for the w_down gradient) while it produces
+d(gate) and d(up), and dx is one GEMM plus one accumulating GEMM (addmm_, no separate add).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
 The same code serves SwiGLU (``ACT_SILU``).
 """
@@ -97,36 +97,33 @@ def _act_and_grad(g, ACT: tl.constexpr):
 
 
 @triton.jit
-def _glu_fwd_kernel(gu_ptr, h_ptr, n_rows, inter, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
+def _glu_fwd_kernel(g_ptr, u_ptr, h_ptr, n_rows, inter, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < inter)
-    r64 = rows[:, None].to(tl.int64)
-    g_off = r64 * (2 * inter) + cols[None, :]
-    g = tl.load(gu_ptr + g_off, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(gu_ptr + g_off + inter, mask=mask, other=0.0).to(tl.float32)
+    off = rows[:, None].to(tl.int64) * inter + cols[None, :]
+    g = tl.load(g_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + off, mask=mask, other=0.0).to(tl.float32)
     a, _ = _act_and_grad(g, ACT)
-    tl.store(h_ptr + r64 * inter + cols[None, :], (a * u).to(h_ptr.dtype.element_ty), mask=mask)
+    tl.store(h_ptr + off, (a * u).to(h_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _glu_bwd_kernel(gu_ptr, dh_ptr, dgu_ptr, n_rows, inter, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr):
-    """Reads gu and dh; writes h (over dh, element by element) and dgu = [d gate | d up]."""
+def _glu_bwd_kernel(g_ptr, u_ptr, dh_ptr, dg_ptr, du_ptr, n_rows, inter, ACT: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Reads g, u, dh; writes h (over dh, element by element), d gate and d up."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < inter)
-    r64 = rows[:, None].to(tl.int64)
-    g_off = r64 * (2 * inter) + cols[None, :]
-    h_off = r64 * inter + cols[None, :]
-    g = tl.load(gu_ptr + g_off, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(gu_ptr + g_off + inter, mask=mask, other=0.0).to(tl.float32)
-    dh = tl.load(dh_ptr + h_off, mask=mask, other=0.0).to(tl.float32)
+    off = rows[:, None].to(tl.int64) * inter + cols[None, :]
+    g = tl.load(g_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    dh = tl.load(dh_ptr + off, mask=mask, other=0.0).to(tl.float32)
     a, da = _act_and_grad(g, ACT)
-    tl.store(dh_ptr + h_off, (a * u).to(dh_ptr.dtype.element_ty), mask=mask)
-    tl.store(dgu_ptr + g_off, (dh * u * da).to(dgu_ptr.dtype.element_ty), mask=mask)
-    tl.store(dgu_ptr + g_off + inter, (dh * a).to(dgu_ptr.dtype.element_ty), mask=mask)
+    tl.store(dh_ptr + off, (a * u).to(dh_ptr.dtype.element_ty), mask=mask)
+    tl.store(dg_ptr + off, (dh * u * da).to(dg_ptr.dtype.element_ty), mask=mask)
+    tl.store(du_ptr + off, (dh * a).to(du_ptr.dtype.element_ty), mask=mask)
 
 
 _BLOCK_M, _BLOCK_N, _WARPS = 4, 1024, 8
@@ -140,55 +137,56 @@ def _grid(n_rows, inter):
     return (triton.cdiv(n_rows, _BLOCK_M), triton.cdiv(inter, _BLOCK_N))
 
 
-def glu_forward(gu: torch.Tensor, act: int) -> torch.Tensor:
-    n_rows, inter = gu.shape[0], gu.shape[1] // 2
-    h = torch.empty((n_rows, inter), dtype=gu.dtype, device=gu.device)
-    _FWD(_grid(n_rows, inter), (gu.dtype, gu.device.index, n_rows, inter, act),
-         (gu, h, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(gu, h))
+def glu_forward(g: torch.Tensor, u: torch.Tensor, act: int) -> torch.Tensor:
+    n_rows, inter = g.shape
+    h = torch.empty_like(g)
+    _FWD(_grid(n_rows, inter), (g.dtype, g.device.index, n_rows, inter, act),
+         (g, u, h, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(g, u, h))
     return h
 
 
-def glu_backward(gu: torch.Tensor, dh: torch.Tensor, act: int):
-    """Returns (h, dgu); h is written over dh's storage."""
+def glu_backward(g: torch.Tensor, u: torch.Tensor, dh: torch.Tensor, act: int):
+    """Returns (h, dg, du); h is written over dh's storage."""
     n_rows, inter = dh.shape
-    dgu = torch.empty_like(gu)
-    _BWD(_grid(n_rows, inter), (gu.dtype, gu.device.index, n_rows, inter, act),
-         (gu, dh, dgu, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(gu, dh, dgu))
-    return dh, dgu
+    dg, du = torch.empty_like(g), torch.empty_like(u)
+    _BWD(_grid(n_rows, inter), (g.dtype, g.device.index, n_rows, inter, act),
+         (g, u, dh, dg, du, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(g, u, dh, dg, du))
+    return dh, dg, du
 
 
 class KernelIndexGatedMLP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_gate, w_up, w_down, act):
         hidden = x.shape[-1]
-        inter = w_gate.shape[0]
         x2 = x.reshape(-1, hidden)
-        w_gu = torch.cat([w_gate, w_up], dim=0)
-        gu = F.linear(x2, w_gu)
-        h = glu_forward(gu, act)
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        g = F.linear(x2, w_gate)
+        u = F.linear(x2, w_up)
+        h = glu_forward(g, u, act)
         y = F.linear(h, w_down)
-        ctx.save_for_backward(x2, w_gu, w_down, gu)
+        ctx.save_for_backward(x2, w_gate, w_up, w_down, g, u)
         ctx.act = act
-        ctx.inter = inter
         ctx.x_shape = x.shape
         return y.view(*x.shape[:-1], w_down.shape[0])
 
     @staticmethod
     def backward(ctx, dy):
-        x2, w_gu, w_down, gu = ctx.saved_tensors
-        inter = ctx.inter
+        x2, w_gate, w_up, w_down, g, u = ctx.saved_tensors
         dy2 = dy.reshape(-1, dy.shape[-1])
         if not dy2.is_contiguous():
             dy2 = dy2.contiguous()
         dh = dy2 @ w_down
-        h, dgu = glu_backward(gu, dh, ctx.act)
+        h, dg, du = glu_backward(g, u, dh, ctx.act)
         need = ctx.needs_input_grad
-        dx = (dgu @ w_gu).view(ctx.x_shape) if need[0] else None
+        dx = None
+        if need[0]:
+            dx = torch.mm(dg, w_gate)
+            dx.addmm_(du, w_up)
+            dx = dx.view(ctx.x_shape)
+        dw_gate = dg.t() @ x2 if need[1] else None
+        dw_up = du.t() @ x2 if need[2] else None
         dw_down = dy2.t() @ h if need[3] else None
-        dw_gate = dw_up = None
-        if need[1] or need[2]:
-            dw_gu = dgu.t() @ x2
-            dw_gate, dw_up = dw_gu[:inter], dw_gu[inter:]
         return dx, dw_gate, dw_up, dw_down, None
 
 
