@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table: aligned, long cells cut; csv/json: every value in full, for scripts")
     p = sub.add_parser("rerun", help="re-measure covered kernels on this machine's CUDA GPU")
-    p.add_argument("--targets", choices=["seeds", "all"], default="seeds")
+    p.add_argument("--targets", choices=["seeds", "all", "leaders"], default="seeds")
     p.add_argument("--kernel", action="append", default=[], dest="kernels")
     p = sub.add_parser("export", help="export manifests (json) or static record pages (html)")
     p.add_argument("--format", choices=["json", "html"], default="json")

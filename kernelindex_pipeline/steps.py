@@ -75,10 +75,10 @@ def normalize_snapshots(wh: Warehouse, keys: Sequence[str]) -> StepResult:
         con.execute("INSERT INTO observations BY NAME SELECT * FROM o_new")
         con.execute("DELETE FROM snapshot_quarantine WHERE list_contains(?, revision_key)", [list(keys)])
         con.execute("INSERT INTO snapshot_quarantine BY NAME SELECT * FROM q_new")
-        con.execute("INSERT INTO run_keys BY NAME SELECT * FROM k_new "
-                    "WHERE dim_key NOT IN (SELECT dim_key FROM run_keys)")
-        con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
-                    "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
+        con.execute("DELETE FROM run_keys WHERE dim_key IN (SELECT dim_key FROM k_new)")
+        con.execute("INSERT INTO run_keys BY NAME SELECT * FROM k_new")
+        con.execute("DELETE FROM workloads WHERE workload_digest IN (SELECT workload_digest FROM w_new)")
+        con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new")
         for name in ("o_new", "k_new", "q_new", "w_new"):
             con.unregister(name)
     return StepResult(

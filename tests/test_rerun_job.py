@@ -1,0 +1,38 @@
+"""The GPU rerun job from the CPU side: clear refusal without CUDA, and target selection from ranks."""
+
+import json
+
+import dagster as dg
+
+from kernelindex_pipeline import cli
+from kernelindex_pipeline.defs import reruns
+from shipped_warehouse import shipped_warehouse  # noqa: F401
+
+
+def test_rerun_without_cuda_says_so_and_publishes_nothing(shipped_warehouse, monkeypatch, capsys, tmp_path):
+    evidence = tmp_path / "evidence"
+    monkeypatch.setenv("KERNELINDEX_HOME", str(shipped_warehouse.home))
+    assert not reruns.cuda_available()
+    assert cli.main(["rerun"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"kernelindex: {reruns.NO_CUDA}"
+    assert not evidence.exists()
+
+
+def test_leader_targets_cover_each_group_leader_and_liger(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        targets = reruns.leader_targets(con, ["llama4_rope"], 100)
+    seed = {"seq": 2048, "hidden": 2048, "q_heads": 32, "kv_heads": 8}
+    chosen = [t for t in targets if t["params"] == seed]
+    assert len(chosen) == 1 and chosen[0]["dtype"] == "bf16"
+    assert set(chosen[0]["modes"]) == {"forward", "backward", "full"}
+    assert all(t["kernel"] == "llama4_rope" for t in targets)
+
+
+def test_gpu_asset_is_tagged_for_a_gpu_node_and_pool():
+    spec = reruns.gpu_reruns
+    k8s = spec.op.tags["dagster-k8s/config"]
+    k8s = json.loads(k8s) if isinstance(k8s, str) else k8s
+    assert k8s["container_config"]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert spec.op.pool == "gpu"
+    assert isinstance(reruns.rerun_job, dg.UnresolvedAssetJobDefinition)
