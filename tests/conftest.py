@@ -1,0 +1,193 @@
+"""Shared helpers for the ingestion tests: snapshot directories, the `kernelindex` CLI in a subprocess,
+and a fingerprint of everything a warehouse holds (every table's checksum, every Parquet file's bytes)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, table_checksum
+
+REPO = Path(__file__).resolve().parent.parent
+SNAPSHOTS = REPO / "data" / "upstream" / "liger-kernel"
+MAIN_PATH = "benchmark/data/all_benchmark_data.csv"
+INDEX_FIELDS = ("commit", "committed_at", "path", "file")
+
+# Fast HTTP retries for every CLI the tests start (the knobs UpstreamResource reads).
+FAST_HTTP = {"KERNELINDEX_HTTP_BACKOFF_S": "0.02", "KERNELINDEX_HTTP_RETRIES": "4", "KERNELINDEX_HTTP_TIMEOUT_S": "5"}
+
+
+def index_rows(root: Path = SNAPSHOTS) -> list[dict]:
+    """INDEX.tsv rows, oldest first."""
+    from kernelindex_pipeline.sources import utc_iso
+
+    with open(root / "INDEX.tsv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    return sorted(rows, key=lambda r: (utc_iso(r["committed_at"]), r["path"]))
+
+
+def main_rows() -> list[dict]:
+    """The main benchmark file's revisions, oldest first."""
+    return [r for r in index_rows() if r["path"] == MAIN_PATH]
+
+
+def write_snapshot_dir(root: Path, rows: list[dict], contents: dict[str, bytes] | None = None) -> Path:
+    """A directory source: INDEX.tsv listing rows; each file copied from the shipped snapshots, or written
+    (gzipped) from `contents[file]` when given."""
+    root.mkdir(parents=True, exist_ok=True)
+    contents = contents or {}
+    with open(root / "INDEX.tsv", "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=INDEX_FIELDS, delimiter="\t", lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row[k] for k in INDEX_FIELDS})
+            target = root / row["file"]
+            if row["file"] in contents:
+                target.write_bytes(gzip.compress(contents[row["file"]], mtime=0))
+            elif not target.exists():
+                target.write_bytes((SNAPSHOTS / row["file"]).read_bytes())
+    return root
+
+
+def read_snapshot(row: dict) -> bytes:
+    return gzip.decompress((SNAPSHOTS / row["file"]).read_bytes())
+
+
+def cli_env(home: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELINDEX_", "DAGSTER_", "GITHUB_TOKEN"))}
+    return {**env, **FAST_HTTP, "KERNELINDEX_HOME": str(home), **extra}
+
+
+def kernelindex_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kernelindex_pipeline.cli", *args]
+
+
+def run_cli(home: Path, *args: str, timeout: float = 180, **env) -> subprocess.CompletedProcess:
+    """`kernelindex ARGS` in a fresh process, as an operator runs it."""
+    return subprocess.run(kernelindex_cmd(*args), cwd=REPO, env=cli_env(home, **env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ingest(home: Path, *sources, **env) -> subprocess.CompletedProcess:
+    args = [a for s in sources for a in ("--source", str(s))]
+    result = run_cli(home, "ingest", *args, **env)
+    assert result.returncode == 0, f"ingest failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    return result
+
+
+def assert_clear_failure(result: subprocess.CompletedProcess) -> str:
+    """Non-zero exit, no traceback, and the reason on one line; returns that line."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr[-4000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("kernelindex: "), result.stderr[-4000:]
+    return lines[-1]
+
+
+def all_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [t for (t,) in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE' "
+        "ORDER BY 1").fetchall()]
+
+
+def warehouse_state(home: Path) -> dict[str, str]:
+    """Checksum of every DuckDB table and sha256 of every Parquet file and raw snapshot under home."""
+    wh = Warehouse(home)
+    state = {}
+    with wh.reader() as con:
+        for table in all_tables(con):
+            state[f"table:{table}"] = table_checksum(con, table)
+    for directory in (wh.tables_dir, wh.raw_dir):
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                state[f"file:{path.relative_to(home)}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def contract_tables(home: Path) -> dict[str, str]:
+    with Warehouse(home).reader() as con:
+        return {t: table_checksum(con, t) for t in CONTRACT_TABLES}
+
+
+def query(home: Path, sql: str, params=None) -> list[tuple]:
+    with Warehouse(home).reader() as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+@pytest.fixture(scope="session")
+def full_directory_warehouse(tmp_path_factory) -> Path:
+    """A warehouse built once from the shipped snapshot directory (the reference for equality tests)."""
+    home = tmp_path_factory.mktemp("full-directory")
+    ingest(home, SNAPSHOTS)
+    return home
+
+
+BASE_REVISIONS = 3  # the first three main-file revisions: small, and the third is dropped rows by the fourth
+
+
+def copy_home(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target, symlinks=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def base_warehouse(tmp_path_factory) -> Path:
+    """A warehouse of the first BASE_REVISIONS main-file revisions (directory source); copy it, never write it."""
+    root = tmp_path_factory.mktemp("base-source")
+    home = tmp_path_factory.mktemp("base-warehouse")
+    ingest(home, write_snapshot_dir(root, main_rows()[:BASE_REVISIONS]))
+    return home
+
+
+@pytest.fixture(scope="session")
+def next_warehouse(tmp_path_factory) -> Path:
+    """One backfill of the first BASE_REVISIONS + 1 main-file revisions (directory source)."""
+    root = tmp_path_factory.mktemp("next-source")
+    home = tmp_path_factory.mktemp("next-warehouse")
+    ingest(home, write_snapshot_dir(root, main_rows()[:BASE_REVISIONS + 1]))
+    return home
+
+
+# -- analyst views, export, CLI and UI tests (tests/test_views.py, test_export.py, test_cli.py, test_ui.py) --
+
+@pytest.fixture(scope="session")
+def analyst_home(tmp_path_factory) -> Path:
+    """KERNELINDEX_HOME of a warehouse built once, in-process, by `kernelindex ingest` from the shipped data."""
+    from kernelindex_pipeline import cli
+
+    home = tmp_path_factory.mktemp("analyst-warehouse")
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k in ("KERNELINDEX_HOME", "DAGSTER_HOME")}
+    os.environ["KERNELINDEX_HOME"] = str(home)
+    try:
+        assert cli.main(["ingest"]) == 0
+    finally:
+        os.environ.pop("KERNELINDEX_HOME", None)
+        os.environ.update(saved)
+    return home
+
+
+@pytest.fixture(scope="session")
+def html_export(analyst_home, tmp_path_factory) -> Path:
+    """`kernelindex export --format html` of the analyst warehouse."""
+    from kernelindex_pipeline import cli
+
+    out = tmp_path_factory.mktemp("html-export")
+    previous = os.environ.get("KERNELINDEX_HOME")
+    os.environ["KERNELINDEX_HOME"] = str(analyst_home)
+    try:
+        assert cli.main(["export", "--format", "html", str(out)]) == 0
+    finally:
+        if previous is None:
+            os.environ.pop("KERNELINDEX_HOME", None)
+        else:
+            os.environ["KERNELINDEX_HOME"] = previous
+    return out
