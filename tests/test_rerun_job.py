@@ -2,8 +2,6 @@
 
 import json
 
-import dagster as dg
-
 from kernelindex_pipeline import cli
 from kernelindex_pipeline.defs import reruns
 from shipped_warehouse import shipped_warehouse  # noqa: F401
@@ -35,4 +33,5 @@ def test_gpu_asset_is_tagged_for_a_gpu_node_and_pool():
     k8s = json.loads(k8s) if isinstance(k8s, str) else k8s
     assert k8s["container_config"]["resources"]["limits"] == {"nvidia.com/gpu": 1}
     assert spec.op.pool == "gpu"
-    assert isinstance(reruns.rerun_job, dg.UnresolvedAssetJobDefinition)
+    job = reruns.rerun_job
+    assert job.name == reruns.RERUN_JOB and job.tags["kernelindex/accelerator"] == "nvidia-gpu"
