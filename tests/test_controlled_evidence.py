@@ -1,0 +1,81 @@
+"""Committed H200 evidence becomes KernelIndex-controlled runs in every fresh warehouse."""
+
+import gzip
+import json
+import shutil
+
+from kernelindex_pipeline import steps
+from kernelindex_pipeline.defs.checks import recompute_digests
+from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
+from kernelindex_pipeline.warehouse import Warehouse
+from shipped_warehouse import shipped_warehouse  # noqa: F401
+
+SEED_WORKLOADS = {
+    "llama4_rope": "hidden2048-kv_heads8-q_heads32-seq2048-bf16",
+    "geglu": "batch8-hidden4096-intermediate11008-seq8192-bf16",
+}
+
+
+def test_seed_workloads_have_controlled_runs_in_every_mode(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        for kernel, slug in SEED_WORKLOADS.items():
+            rows = con.execute(
+                "SELECT operation_mode, metric, list(DISTINCT provider ORDER BY provider) FROM runs "
+                "WHERE evidence_level = 'kernelindex-controlled' AND status = 'passed' AND kernel = ? "
+                "AND workload_slug = ? GROUP BY ALL", [kernel, slug]).fetchall()
+            found = {(mode, metric): providers for mode, metric, providers in rows}
+            for mode in ("forward", "backward", "full"):
+                assert found[(mode, "latency")] == ["huggingface", "kernelindex", "liger"], (kernel, mode)
+            assert any(metric == "peak_memory" for _, metric in found), kernel
+
+
+def test_controlled_manifests_carry_protocol_environment_and_ceilings(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        (text,) = con.execute(
+            "SELECT m.manifest FROM manifests m JOIN runs r USING (run_id) WHERE r.kernel = 'llama4_rope' "
+            "AND r.provider = 'kernelindex' AND r.operation_mode = 'backward' AND r.metric = 'latency' "
+            "AND r.workload_slug = ? ORDER BY r.observed_at DESC LIMIT 1", [SEED_WORKLOADS["llama4_rope"]]).fetchone()
+        assert recompute_digests(con) == []
+    manifest = json.loads(text)
+    environment = manifest["environment"]["spec"]
+    assert environment["hardware"]["product"] == "NVIDIA H200" and environment["hardware"]["architecture"] == "sm_90"
+    assert {"torch", "triton", "cuda", "driver"} <= set(environment["software"])
+    assert environment["ceilings"]["copyTBps"] > 1 and environment["ceilings"]["bf16MatmulTFLOPs"] > 100
+    protocol = manifest["protocol"]["spec"]
+    assert protocol["comparability"]["family"] == "kernelindex_rerun"
+    spec = manifest["run"]["spec"]
+    assert spec["evidenceLevel"] == "kernelindex-controlled" and spec["status"] == "passed"
+    assert spec["timing"]["latencyNs"]["median"] > 0 and "correctness" in spec
+
+
+def test_reproductions_pair_controlled_runs_with_the_source_runs_they_recheck(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        rows = con.execute(
+            "SELECT p.provider, p.source_gpu, p.ratio_of_medians, p.controlled_median::DOUBLE / p.source_median, "
+            "p.order_held, p.source_order FROM reproductions p JOIN runs s ON s.run_id = p.source_run_id "
+            "WHERE s.external_id LIKE 'llama4_rope/backward/%/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/%'"
+        ).fetchall()
+    assert {r[0] for r in rows} == {"liger", "huggingface"}
+    for provider, gpu, ratio, recomputed, held, source_order in rows:
+        assert gpu == "NVIDIA H100 80GB HBM3" and abs(ratio - recomputed) < 1e-12
+        assert source_order == "huggingface < liger" and held in (True, False)
+
+
+def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path):
+    evidence = tmp_path / "evidence"
+    shutil.copytree(SHIPPED_EVIDENCE, evidence)
+    first = sorted(evidence.glob("*.jsonl.gz"))[0]
+    with gzip.open(first, "rt") as handle:
+        record = json.loads(handle.readline())
+    broken = {k: v for k, v in record.items() if k != "protocol"}
+    with gzip.open(evidence / "broken.jsonl.gz", "wt") as handle:
+        handle.write(json.dumps(broken) + "\n")
+    (evidence / "truncated.jsonl.gz").write_bytes(gzip.compress(b'{"kernel": "geglu"}\n')[:-8])
+    wh = Warehouse(tmp_path / "home")
+    loaded = steps.load_controlled_evidence(wh, evidence)
+    steps.rebuild_runs(wh)
+    with wh.reader() as con:
+        reasons = dict(con.execute("SELECT source, reason FROM quarantine").fetchall())
+    assert loaded.rows > 0 and loaded.details["refused"] == 2
+    assert "lacks protocol" in reasons["broken.jsonl.gz"]
+    assert "unreadable evidence file" in reasons["truncated.jsonl.gz"]
