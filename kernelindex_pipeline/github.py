@@ -11,6 +11,11 @@ Listings are fetched conditionally (ETag / If-None-Match), the ETags and bodies 
 the environment variable named by ``token_env``) is sent as ``Authorization: Bearer ...`` to the API and raw
 hosts only, and never appears in a log line or an error message. Every failure is a ``SourceError`` with a
 one-line reason.
+
+The listing for a path includes the commit that deleted the file (if upstream ever does); its raw file is a
+404. ``read`` then asks the API for that commit (``{api}/repos/{owner}/{name}/commits/{sha}``) and, only when
+the commit's file list says the path was removed (or renamed away), raises ``FileDeletedAtRevision``, which
+the ingestion records as a revision with no rows. Any other 404 stays a plain ``SourceError``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import requests
 
 from kernelindex_pipeline.sources import (
     UPSTREAM_PATHS,
+    FileDeletedAtRevision,
     UPSTREAM_REPOSITORY,
     Revision,
     SourceError,
@@ -52,6 +58,10 @@ _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 class _Transient(Exception):
     """A failure worth another attempt; the message is the one-line reason."""
+
+
+class _NotFound(SourceError):
+    """HTTP 404: not retried."""
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -172,8 +182,29 @@ class GitHubSource:
             raise SourceError(f"{revision.key}: not a full commit id: {revision.commit!r}")
         url = f"{self.raw_url}/{self.repository}/{revision.commit}/{quote(revision.path)}"
         what = f"{revision.path}@{revision.commit[:12]} from {_display(url)}"
-        body, _, _ = self._fetch(url, what, check=_check_csv)
+        try:
+            body, _, _ = self._fetch(url, what, check=_check_csv)
+        except _NotFound as exc:
+            if self._removed_by(revision):
+                raise FileDeletedAtRevision(f"{revision.key}: commit {revision.commit[:12]} deleted {revision.path}") from None
+            raise SourceError(str(exc)) from None
         return body
+
+    def _removed_by(self, revision: Revision) -> bool:
+        """Whether the commit's file list (from the API) says it removed the path or renamed it away."""
+        url = f"{self.api_url}/repos/{self.repository}/commits/{revision.commit}"
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+        try:
+            body, _, _ = self._fetch(url, f"commit {revision.commit[:12]} from {_display(self.api_url)}",
+                                     headers=headers, check=_check_json_object)
+        except SourceError:
+            return False  # cannot confirm: keep the 404 a failure
+        files = json.loads(body.decode("utf-8")).get("files")
+        return isinstance(files, list) and any(
+            isinstance(f, dict) and (
+                (f.get("filename") == revision.path and f.get("status") == "removed")
+                or (f.get("previous_filename") == revision.path and f.get("status") == "renamed"))
+            for f in files)
 
     # -- listing ---------------------------------------------------------------------------------------
 
@@ -307,7 +338,8 @@ class GitHubSource:
             hint += f" (token from ${self.token_env})"
         elif status in (401, 403):
             hint += f" (set ${self.token_env})"
-        raise SourceError(self._scrub(f"cannot fetch {what}: {label}{hint}"))
+        error = _NotFound if status == 404 else SourceError
+        raise error(self._scrub(f"cannot fetch {what}: {label}{hint}"))
 
     def _read_capped(self, response: requests.Response, what: str) -> bytes:
         declared = response.headers.get("Content-Length")
@@ -383,6 +415,15 @@ def _check_csv(body: bytes) -> None:
     columns = [column.strip().strip('"') for column in header.split(",")]
     if len(columns) < 2 or "kernel_name" not in columns:
         raise _Transient(f"not the benchmark CSV (header: {_one_line(header, 80)!r})")
+
+
+def _check_json_object(body: bytes) -> None:
+    try:
+        value = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise _Transient("the response is not JSON") from None
+    if not isinstance(value, dict):
+        raise _Transient("the response is not a JSON object")
 
 
 def _check_listing(body: bytes) -> list[dict]:

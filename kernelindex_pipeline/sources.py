@@ -27,6 +27,15 @@ class SourceError(Exception):
     """An upstream revision could not be listed or fetched; the message says why, in one line."""
 
 
+class FileDeletedAtRevision(SourceError):
+    """The source lists this revision of a file, but the revision deleted the file: there are no bytes to read.
+
+    Not a fetch failure. GitHub's commit listing for a path includes the commit that removed it; the
+    ingestion records such a revision as an empty snapshot (no rows), so the runs of that file are marked
+    `withdrawn_upstream` from then on and the revision is never fetched again.
+    """
+
+
 @dataclass(frozen=True, order=True)
 class Revision:
     """One upstream commit of one benchmark file."""

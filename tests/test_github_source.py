@@ -367,3 +367,43 @@ def test_server_fixture_records_and_serves_both_shapes(upstream_server):  # noqa
     assert raw.status_code == 200 and raw.content.startswith(b"kernel_name,")
     assert [r.target for r in upstream_server.requests] == ["api", "api", "raw"]
     assert Path(SNAPSHOTS, row["file"]).is_file()
+
+
+# -- a listed commit that deleted the file ---------------------------------------------------------------
+
+
+DELETION = {"commit": "d" * 40, "committed_at": "2026-09-01T00:00:00+00:00",
+            "path": "benchmark/data/all_benchmark_data.csv"}
+
+
+def test_a_commit_that_deleted_the_file_is_a_distinct_error(directory):
+    from kernelindex_pipeline.sources import FileDeletedAtRevision
+
+    with UpstreamServer(deleted=[DELETION]) as server, GitHubSource(server.url, backoff_s=0.01) as source:
+        revisions = source.list_revisions()
+        assert len(revisions) == len(directory.list_revisions()) + 1
+        gone = [r for r in revisions if r.commit == DELETION["commit"]]
+        assert len(gone) == 1
+        with pytest.raises(FileDeletedAtRevision) as excinfo:
+            source.read(gone[0])
+        assert "deleted benchmark/data/all_benchmark_data.csv" in one_line_error(excinfo)
+        assert [r.path for r in server.requests_to("api")][-1] == f"/repos/{server.repository}/commits/{'d' * 40}"
+        # the others still read
+        assert source.read(newest(directory)) == directory.read(newest(directory))
+
+
+def test_a_404_at_a_commit_that_did_not_delete_the_file_stays_a_failure(make_source, upstream_server, directory):  # noqa: F811
+    from kernelindex_pipeline.sources import FileDeletedAtRevision
+
+    revision = newest(directory)
+    upstream_server.fault("status", code=404, target="raw")
+    with pytest.raises(SourceError) as excinfo:
+        make_source().read(revision)
+    assert not isinstance(excinfo.value, FileDeletedAtRevision)
+    assert "HTTP 404" in one_line_error(excinfo)
+    # the commit lookup failing too (e.g. the API is down) also keeps it a failure
+    upstream_server.fault("status", code=404, target="raw")
+    upstream_server.fault("status", code=500, target="api", times=None)
+    with pytest.raises(SourceError) as excinfo:
+        make_source().read(revision)
+    assert not isinstance(excinfo.value, FileDeletedAtRevision)

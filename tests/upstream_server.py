@@ -3,7 +3,11 @@
 - ``GET /repos/{owner}/{name}/commits?path=P&per_page=N&page=K``: commit objects (``sha``,
   ``commit.committer.date`` = INDEX.tsv ``committed_at``), newest first, paginated with ``Link`` headers,
   weak ETags and ``304 Not Modified`` for a matching ``If-None-Match``;
+- ``GET /repos/{owner}/{name}/commits/{sha}``: one commit with its ``files`` (``filename``, ``status``);
 - ``GET /{owner}/{name}/{commit}/{path}``: the uncompressed CSV bytes of that snapshot.
+
+``deleted`` adds commits that removed a file, as GitHub lists them: in the path's commit listing, 404 for
+the raw file at that commit, ``status: "removed"`` in the commit's file list.
 
 Faults are queued per test with ``server.fault(kind, target=..., times=...)``; every request is recorded in
 ``server.requests``. Use it through the ``upstream_server`` fixture (import the fixture into the test module)
@@ -73,6 +77,7 @@ class RecordedRequest:
     headers: dict  # lower-cased names
     target: str  # "api" or "raw" or "other"
     fault: str | None  # the kind of fault served, if any
+    at: float = 0.0  # time.monotonic() when it arrived
 
 
 def load_snapshots(root: Path = SNAPSHOTS) -> list[dict]:
@@ -88,7 +93,7 @@ class UpstreamServer:
     """The shipped snapshots over HTTP on 127.0.0.1 (a free port), in a daemon thread."""
 
     def __init__(self, root: Path = SNAPSHOTS, repository: str = REPOSITORY, *, zulu_dates: bool = False,
-                 require_token: str | None = None, max_per_page: int = 100):
+                 require_token: str | None = None, max_per_page: int = 100, deleted: list[dict] | None = None):
         self.root = Path(root)
         self.repository = repository
         self.zulu_dates = zulu_dates  # serve dates as GitHub does (UTC, "Z") rather than INDEX.tsv verbatim
@@ -96,6 +101,7 @@ class UpstreamServer:
         self.max_per_page = max_per_page
         self.link_base: str | None = None  # when set, pagination links point there instead of at this server
         self.rows = load_snapshots(self.root)
+        self.deleted = list(deleted or [])  # {"commit", "committed_at", "path"}: commits that removed the file
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
@@ -171,8 +177,8 @@ class UpstreamServer:
     # -- content -----------------------------------------------------------------------------------------
 
     def commits_of(self, path: str) -> list[dict]:
-        rows = sorted((r for r in self.rows if r["path"] == path), key=lambda r: _utc(r["committed_at"]),
-                      reverse=True)
+        rows = sorted((r for r in self.rows + self.deleted if r["path"] == path),
+                      key=lambda r: _utc(r["committed_at"]), reverse=True)
         owner = self.repository
         items = []
         for r in rows:
@@ -189,6 +195,14 @@ class UpstreamServer:
                 "parents": [],
             })
         return items
+
+    def commit_detail(self, sha: str) -> dict | None:
+        """One commit as ``GET /repos/{owner}/{name}/commits/{sha}`` gives it, with its changed files."""
+        removed = [{"filename": r["path"], "status": "removed"} for r in self.deleted if r["commit"] == sha]
+        changed = [{"filename": r["path"], "status": "modified"} for r in self.rows if r["commit"] == sha]
+        if not removed and not changed:
+            return None
+        return {"sha": sha, "files": changed + removed}
 
     def csv_bytes(self, commit: str, path: str) -> bytes | None:
         for r in self.rows:
@@ -229,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
             target = "other"
         fault = upstream._take_fault(target, unquote(self.path)) if target != "other" else None
         upstream._record(RecordedRequest("GET", path, query, {k.lower(): v for k, v in self.headers.items()},
-                                         target, fault.kind if fault else None))
+                                         target, fault.kind if fault else None, time.monotonic()))
         if upstream.require_token and self.headers.get("Authorization") != f"Bearer {upstream.require_token}":
             return self._send(401, json.dumps({"message": "Bad credentials"}).encode(), "application/json")
         if target == "api" and path == repo_prefix + "commits":
@@ -239,6 +253,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return None
             if fault is None and not_modified:
                 return self._send(304, b"", None, headers)
+        elif target == "api" and path.startswith(repo_prefix + "commits/"):
+            detail = upstream.commit_detail(path[len(repo_prefix + "commits/"):])
+            if detail is None:
+                return self._send(422, json.dumps({"message": "No commit found for SHA"}).encode(), "application/json")
+            body, headers, content_type = json.dumps(detail).encode(), {}, "application/json; charset=utf-8"
         elif target == "raw":
             rest = path[len(upstream.repository) + 2:]
             commit, _, file_path = rest.partition("/")

@@ -15,6 +15,17 @@ SHIPPED_UPSTREAM = REPO_DATA / "upstream" / "liger-kernel"
 SHIPPED_EVIDENCE = REPO_DATA / "evidence"
 
 
+def _env_number(name: str, default, kind):
+    """A number from the environment, or the default when the variable is unset or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise SourceError(f"${name} is not a number: {value!r}") from None
+
+
 class WarehouseResource(dg.ConfigurableResource):
     """The embedded DuckDB + Parquet warehouse; `home` empty means $KERNELINDEX_HOME, else ./data."""
 
@@ -36,10 +47,12 @@ class UpstreamResource(dg.ConfigurableResource):
         description="Directories or URLs (github:owner/name, http(s)://...); default: $KERNELINDEX_SOURCES "
         "(comma-separated), else the shipped snapshots",
     )
-    timeout_s: float = 30.0
-    max_retries: int = 5
-    backoff_s: float = 1.0
-    max_bytes: int = 64 * 2**20
+    # HTTP knobs; each default can be changed with an environment variable (e.g. a faster backoff in tests,
+    # a larger size cap for a bigger upstream file).
+    timeout_s: float = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_TIMEOUT_S", 30.0, float))
+    max_retries: int = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_RETRIES", 5, int))
+    backoff_s: float = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_BACKOFF_S", 1.0, float))
+    max_bytes: int = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_MAX_BYTES", 64 * 2**20, int))
     token_env: str = "GITHUB_TOKEN"
 
     def resolved_locations(self) -> list[str]:

@@ -7,7 +7,7 @@ from kernelindex_pipeline import steps
 from kernelindex_pipeline.defs.metadata import table_metadata
 from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
 from kernelindex_pipeline.partitions import upstream_revisions
-from kernelindex_pipeline.sources import SourceError
+from kernelindex_pipeline.sources import FileDeletedAtRevision, SourceError
 
 SNAPSHOTS = dg.AssetKey("upstream_snapshots")
 
@@ -23,7 +23,9 @@ def upstream_snapshots(
     context: dg.AssetExecutionContext, upstream: UpstreamResource, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
     """Each upstream revision's CSV bytes, stored under sha256 in KERNELINDEX_HOME/raw before anything
-    parses them, and listed in the `snapshots` table (revision key, upstream path, commit, time, digest)."""
+    parses them, and listed in the `snapshots` table (revision key, upstream path, commit, time, digest).
+    A revision that deleted the file (see `FileDeletedAtRevision`) is stored as an empty snapshot: no rows,
+    so that file's runs are `withdrawn_upstream` from then on, and the revision is not fetched again."""
     wh = warehouse.warehouse()
     keys = list(context.partition_keys)
     stored = set()
@@ -39,7 +41,12 @@ def upstream_snapshots(
             if unknown:
                 raise dg.Failure(f"upstream no longer lists revision(s) {', '.join(unknown)}")
             for key in wanted:
-                fetched.append((listed[key], upstream.read(listed[key])))
+                try:
+                    data = upstream.read(listed[key])
+                except FileDeletedAtRevision as exc:
+                    context.log.warning(f"{exc}: recorded as a revision with no rows")
+                    data = b""
+                fetched.append((listed[key], data))
         except SourceError as exc:
             raise dg.Failure(description=f"upstream fetch failed, warehouse unchanged: {exc}") from exc
     result = steps.record_snapshots(wh, fetched)
