@@ -39,7 +39,8 @@ def register_revisions(instance: dg.DagsterInstance, upstream: UpstreamResource)
     return new, list(instance.get_dynamic_partitions(upstream_revisions.name))
 
 
-@dg.sensor(job=ingest_job, minimum_interval_seconds=3600, default_status=dg.DefaultSensorStatus.STOPPED)
+@dg.sensor(job=ingest_job, minimum_interval_seconds=3600, default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Hourly: adds upstream commits that changed a benchmark CSV as partitions and ingests them.")
 def new_upstream_revisions(context: dg.SensorEvaluationContext, upstream: UpstreamResource) -> dg.SensorResult:
     """Every hour: adds upstream commits that changed a benchmark CSV as partitions and ingests them."""
     known = set(context.instance.get_dynamic_partitions(upstream_revisions.name))
@@ -58,7 +59,8 @@ def new_upstream_revisions(context: dg.SensorEvaluationContext, upstream: Upstre
 
 
 @dg.schedule(job=ingest_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
+             default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="03:00 UTC: registers new upstream revisions and re-runs every non-GPU asset over all of them.")
 def nightly_ingest(context: dg.ScheduleEvaluationContext, upstream: UpstreamResource):
     """03:00 UTC: registers new upstream revisions and re-runs every non-GPU asset over all of them."""
     try:
