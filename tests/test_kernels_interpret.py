@@ -37,6 +37,9 @@ CASES = [
     ("rms_norm", {"rows": 33, "hidden": 64, "eps": 1e-5}),
     ("layer_norm", {"rows": 9, "hidden": 200, "eps": 1e-6}),
     ("layer_norm", {"rows": 33, "hidden": 64, "eps": 1e-5}),
+    # wide rows: partial weight-gradient sums kept in memory rather than registers
+    ("rms_norm", {"rows": 9, "hidden": 16400, "eps": 1e-6}),
+    ("layer_norm", {"rows": 9, "hidden": 16400, "eps": 1e-6}),
 ]
 
 

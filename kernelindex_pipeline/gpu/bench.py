@@ -203,6 +203,8 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
                 if c["status"] == "passed":
                     try:
                         stats = measure_provider(impl, target, provider)
+                        host = {m: s.get("host_enqueue_ns") for (m, k), s in stats.items() if k == "latency"}
+                        log(f"  {target['kernel']} {provider}: host enqueue ns per pass {host}")
                     except Exception as exc:  # noqa: BLE001
                         log(f"  {target['kernel']} {provider}: measurement crashed: {exc!r}")
                         c = dict(c, status="failed", reason=f"measurement crashed: {exc!r}"[:500])

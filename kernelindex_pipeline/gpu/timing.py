@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import statistics
+import time
 
 import torch
 
@@ -19,7 +20,11 @@ def _quantiles(values_ms):
 
 def time_fn(fn, leaves=(), flush: torch.Tensor | None = None, warmup_ms=P.WARMUP_MS, rep_ms=P.REPETITION_MS,
             min_reps=P.MIN_REPETITIONS, max_reps=P.MAX_REPETITIONS) -> dict:
-    """Median/p20/p80 in nanoseconds of ``fn`` on the current CUDA stream (triton do_bench's method)."""
+    """Median/p20/p80 in nanoseconds of ``fn``'s device execution on the current CUDA stream.
+
+    triton do_bench's method (CUDA events, L2 flushed before each repetition, grads reset), plus a
+    GPU spin queued before each start event, sized to outlast the host's enqueueing of ``fn``, so
+    that the interval measures the device, not how fast this host launches kernels."""
     if flush is None:
         flush = torch.empty(P.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
@@ -43,17 +48,29 @@ def time_fn(fn, leaves=(), flush: torch.Tensor | None = None, warmup_ms=P.WARMUP
     for _ in range(n_warmup):
         clear()
         fn()
+    torch.cuda.synchronize()
+    host = []
+    for _ in range(5):
+        clear()
+        t0 = time.perf_counter()
+        fn()
+        host.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    host_s = sorted(host)[len(host) // 2]
+    spin_cycles = int(P.SPIN_CLOCK_HZ * min(P.SPIN_MAX_S, P.SPIN_HOST_FACTOR * host_s + P.SPIN_PAD_S))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     for i in range(n_rep):
         clear()
         flush.zero_()
+        torch.cuda._sleep(spin_cycles)
         starts[i].record()
         fn()
         ends[i].record()
     torch.cuda.synchronize()
     q = _quantiles([s.elapsed_time(e) for s, e in zip(starts, ends)])
-    return {k: int(round(v * 1e6)) for k, v in q.items()} | {"repetitions": n_rep, "warmups": n_warmup}
+    return {k: int(round(v * 1e6)) for k, v in q.items()} | {"repetitions": n_rep, "warmups": n_warmup,
+                                                             "host_enqueue_ns": int(host_s * 1e9)}
 
 
 def peak_memory(fn, setup=None, reps=P.MEMORY_REPETITIONS) -> dict:

@@ -85,7 +85,7 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
 @triton.jit
 def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                      n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
-                     RELOAD_W: tl.constexpr):
+                     RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -113,14 +113,31 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
             if IS_LN:
                 c2 = tl.sum(wdy, axis=0) / n_cols
                 dx = (wdy - (xhat * c1 + c2)) * rstd
-                db_acc += dy
+                if not ACC_IN_GLOBAL:
+                    db_acc += dy
             else:
                 dx = (wdy - xhat * c1) * rstd
-            dw_acc += dy * xhat
             tl.store(dx_ptr + off, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
-    tl.store(dw_part_ptr + pid * n_cols + cols, dw_acc, mask=col_ok)
-    if IS_LN:
-        tl.store(db_part_ptr + pid * n_cols + cols, db_acc, mask=col_ok)
+            if ACC_IN_GLOBAL:
+                # Wide rows: the partial sums live in this program's own (cache-resident) row of the
+                # partials buffer instead of registers, which would spill.
+                p_off = pid * n_cols + cols
+                if i == 0:
+                    tl.store(dw_part_ptr + p_off, dy * xhat, mask=col_ok)
+                    if IS_LN:
+                        tl.store(db_part_ptr + p_off, dy, mask=col_ok)
+                else:
+                    tl.store(dw_part_ptr + p_off, tl.load(dw_part_ptr + p_off, mask=col_ok, other=0.0) + dy * xhat,
+                             mask=col_ok)
+                    if IS_LN:
+                        tl.store(db_part_ptr + p_off, tl.load(db_part_ptr + p_off, mask=col_ok, other=0.0) + dy,
+                                 mask=col_ok)
+            else:
+                dw_acc += dy * xhat
+    if not ACC_IN_GLOBAL:
+        tl.store(dw_part_ptr + pid * n_cols + cols, dw_acc, mask=col_ok)
+        if IS_LN:
+            tl.store(db_part_ptr + pid * n_cols + cols, db_acc, mask=col_ok)
 
 
 @triton.jit
@@ -179,7 +196,8 @@ def norm_forward(x2, w, b, eps, is_ln):
 def norm_backward(dy2, x2, w, mean, rstd, is_ln):
     n_rows, n_cols = x2.shape
     block_n = triton.next_power_of_2(n_cols)
-    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else (16 if block_n <= 8192 else 32))
+    acc_in_global = block_n >= 16384
+    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
     reload_w = block_n >= 8192
     n_prog = min(n_rows, _sm_count(x2.device) * (4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)))
     rows_per_prog = triton.cdiv(n_rows, n_prog)
@@ -189,7 +207,7 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln):
     db_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln)
     _BWD((n_prog,), key, (dy2, x2, w, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, rows_per_prog, is_ln,
-                          block_n, reload_w), num_warps, tensors=(dy2, x2, w, mean, rstd, dx, dw_part, db_part))
+                          block_n, reload_w, acc_in_global), num_warps, tensors=(dy2, x2, w, mean, rstd, dx, dw_part, db_part))
     dw = torch.empty_like(w)
     db = torch.empty_like(w) if is_ln else dw
     _SUM((triton.cdiv(n_cols, 1024),), key + (n_prog,), (dw_part, db_part, dw, db, n_prog, n_cols, is_ln, 1024), 4,
