@@ -86,10 +86,18 @@ def _read_fast(data: bytes, header: list[str]) -> pa.Table | None:
     return table.select(list(UPSTREAM_COLUMNS)).append_column("line_number", numbers)
 
 
+def _fields(line: str) -> list[str] | None:
+    """The fields of one physical line, or None where the csv module refuses it (a stray carriage return)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error:
+        return None
+
+
 def _parse_snapshot(data: bytes) -> _Parsed:
     end = data.find(b"\n")
     head = data[: end if end >= 0 else len(data)].rstrip(b"\r").decode("utf-8", errors="replace")
-    header = next(csv.reader([head]), [])
+    header = _fields(head) or []
     missing = [c for c in UPSTREAM_COLUMNS if c not in header]
     if missing or len(set(header)) != len(header):
         why = f"missing column(s) {', '.join(missing)}" if missing else "duplicate column names"
@@ -106,8 +114,10 @@ def _parse_snapshot(data: bytes) -> _Parsed:
     for n, line in enumerate(_lines(text)[1:], start=2):
         if not line.strip():
             continue
-        fields = next(csv.reader([line]), [])
-        if len(fields) != len(header):
+        fields = _fields(line)
+        if fields is None:
+            rejected.append((n, "malformed CSV line: a carriage return inside an unquoted field"))
+        elif len(fields) != len(header):
             rejected.append((n, f"malformed CSV line: {len(fields)} fields, header has {len(header)}"))
         else:
             accepted.append(fields)
@@ -158,10 +168,14 @@ def _slug_safe(text: str) -> str:
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.+") else "_" for ch in text)
 
 
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
     """Canonical workload of one upstream (kernel, x, config) triple, or {'reason': ...}."""
     try:
-        cfg = json.loads(config)
+        cfg = json.loads(config, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return {"reason": "extra_benchmark_config_str is not valid JSON"}
     if not isinstance(cfg, dict):
@@ -173,6 +187,8 @@ def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
             continue
         if isinstance(value, (dict, list)):
             return {"reason": f"config parameter {key!r} is not a scalar"}
+        if isinstance(value, float) and not math.isfinite(value):
+            return {"reason": f"config parameter {key!r} is not a finite number"}
         name = spec.canonical(key)
         if name == "dtype":
             dtype = kernels.DTYPE_NAMES.get(str(value), _slug_safe(str(value).removeprefix("torch.")))

@@ -23,6 +23,10 @@ from kernelindex_pipeline.sources import SOURCE_NAME, Revision
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed
 
 
+# ingest_state row that `kernelindex ingest` writes after a successful run (the evidence fingerprint).
+INGEST_COMPLETE_KEY = "evidence"
+
+
 @dataclass
 class StepResult:
     rows: int
@@ -31,7 +35,11 @@ class StepResult:
 
 
 def record_snapshots(wh: Warehouse, fetched: Sequence[tuple[Revision, bytes]]) -> StepResult:
-    """Store each snapshot's bytes content-addressed, then list it in `snapshots`."""
+    """Store each snapshot's bytes content-addressed, then list it in `snapshots`.
+
+    Listing a new snapshot also clears the completed-ingest marker, in the same transaction: if the run
+    fails or is killed before its last step, the next `kernelindex ingest` re-runs every step over every
+    revision instead of taking the stored snapshots for fully ingested ones."""
     rows = []
     for revision, data in fetched:
         sha = wh.store_raw(data)
@@ -50,6 +58,9 @@ def record_snapshots(wh: Warehouse, fetched: Sequence[tuple[Revision, bytes]]) -
                 con.execute("DELETE FROM snapshots WHERE revision_key IN (SELECT revision_key FROM incoming)")
                 con.execute("INSERT INTO snapshots SELECT revision_key, source, stream, source_file, commit, "
                             "CAST(committed_at AS TIMESTAMPTZ), sha256, bytes, location FROM incoming")
+                # The warehouse is complete again only when the run that goes on from here succeeds: until
+                # then, `kernelindex ingest` must not take the stored snapshots for ingested ones.
+                con.execute(f"DELETE FROM ingest_state WHERE key = '{INGEST_COMPLETE_KEY}'")
                 changed = True
             con.unregister("incoming")
     return StepResult(len(rows), changed, {"bytes": int(sum(r["bytes"] for r in rows))})
