@@ -13,6 +13,7 @@ import json
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,17 +72,21 @@ def measure(rows: int) -> dict:
     return results
 
 
-def normalize_file(path: Path) -> dict:
-    """Normalize one CSV file in this process: seconds for the normalization alone, and peak RSS."""
+def normalize_file(path: Path, repeats: int = 3) -> dict:
+    """Normalize one CSV file in this process (median of `repeats` timings, after a warm-up), and peak RSS."""
     data = path.read_bytes()
     revision = Revision("2026-01-01T00:00:00+00:00", "synthetic", "0" * 40, "benchmark/data/synthetic.csv", "bench")
     normalize([Snapshot(revision, data[: data.index(b"\n", 100_000) + 1])])  # warm imports and DuckDB
-    started = time.perf_counter()
-    result = normalize([Snapshot(revision, data)])
-    seconds = time.perf_counter() - started
-    rows = result.rows_in
-    assert result.observations.num_rows + result.quarantine.num_rows == rows
-    return {"rows": rows, "normalize_s": seconds, "rows_per_s": rows / seconds,
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = normalize([Snapshot(revision, data)])
+        times.append(time.perf_counter() - started)
+        rows = result.rows_in
+        assert result.observations.num_rows + result.quarantine.num_rows == rows
+        del result  # one repetition's output in memory at a time
+    seconds = statistics.median(times)
+    return {"rows": rows, "normalize_s": seconds, "normalize_runs_s": times, "rows_per_s": rows / seconds,
             "normalize_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -94,7 +99,7 @@ def report(results: dict) -> str:
     }
     lines = [
         f"(a) full backfill, 38 snapshots, Dagster included : {results['backfill_s']:8.2f} s    target <= 20 s    {'ok' if ok['backfill_s'] else 'MISSED'}",
-        f"(b) normalization, {results['rows']:,} synthetic rows    : {results['rows_per_s']:11,.0f} rows/s  target >= 500,000  {'ok' if ok['rows_per_s'] else 'MISSED'}",
+        f"(b) normalization, {results['rows']:,} rows (median of 3):  {results['rows_per_s']:11,.0f} rows/s  target >= 500,000  {'ok' if ok['rows_per_s'] else 'MISSED'}",
         f"(c) ingest with no new upstream revision       : {results['noop_ingest_s']:8.2f} s    target <= 5 s     {'ok' if ok['noop_ingest_s'] else 'MISSED'}",
         f"(d) peak RSS (backfill / no-op / normalization): {results['backfill_rss_mb']:.0f} / {results['noop_rss_mb']:.0f} / "
         f"{results['normalize_rss_mb']:.0f} MiB  target <= 1536 MiB  {'ok' if ok['peak_rss_mb'] else 'MISSED'}",

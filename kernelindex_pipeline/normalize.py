@@ -74,7 +74,8 @@ def _read_fast(data: bytes, header: list[str]) -> pa.Table | None:
         table = pacsv.read_csv(
             io.BytesIO(data),
             convert_options=pacsv.ConvertOptions(
-                column_types={c: pa.string() for c in header}, strings_can_be_null=False, quoted_strings_can_be_null=False
+                column_types={c: pa.string() for c in header}, strings_can_be_null=False, quoted_strings_can_be_null=False,
+                include_columns=list(UPSTREAM_COLUMNS),
             ),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError):
@@ -427,7 +428,8 @@ def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | No
     con.register("implementations", _implementation_dimension(con))
     con.execute(DIMENSIONS_SQL)
     con.execute(OBSERVATIONS_SQL)
-    observations = con.sql(_OBSERVATIONS).to_arrow_table()
+    ((duplicated,),) = con.sql("SELECT count(*) FROM duplicates").fetchall()
+    observations = con.sql(_OBSERVATIONS if duplicated else "SELECT * FROM identified").to_arrow_table()
     dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason) FROM dims WHERE dim_reason IS NULL").to_arrow_table()
     rejected = con.sql("SELECT * FROM malformed UNION ALL SELECT * FROM rejected ORDER BY revision_key, line_number").to_arrow_table()
     workloads = con.sql("SELECT DISTINCT workload_digest, kernel_name AS kernel, workload_slug, definition, shapes_known "
