@@ -165,8 +165,7 @@ def rebuild_runs(wh: Warehouse) -> StepResult:
         con.unregister("conflicts")
         (count,) = con.execute("SELECT count(*) FROM runs").fetchone()
         (quarantined,) = con.execute("SELECT count(*) FROM quarantine").fetchone()
-        if changed:
-            wh.export_parquet(con, ("runs", "quarantine"))
+        wh.export_parquet(con, ("runs", "quarantine"))
     return StepResult(count, changed, {"quarantined": quarantined})
 
 
@@ -192,8 +191,7 @@ def rebuild_manifests(wh: Warehouse) -> StepResult:
         changed = replace_if_changed(con, "manifests", "SELECT * FROM m_new ORDER BY run_id")
         con.unregister("m_new")
         (count,) = con.execute("SELECT count(*) FROM manifests").fetchone()
-        if changed:
-            wh.export_parquet(con, ("manifests",))
+        wh.export_parquet(con, ("manifests",))
     return StepResult(count, changed, {})
 
 
@@ -204,6 +202,5 @@ def rebuild_ranks(wh: Warehouse) -> StepResult:
                                       f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL")
         (count,) = con.execute("SELECT count(*) FROM ranks").fetchone()
         (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchone()
-        if changed:
-            wh.export_parquet(con, ("ranks", "reproductions"))
+        wh.export_parquet(con, ("ranks", "reproductions"))
     return StepResult(count, changed, {"groups": groups})

@@ -104,10 +104,10 @@ class Warehouse:
         return self.db_path.exists()
 
     @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
+    def _lock(self, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
         self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / ".writer.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with open(self.home / ".writer.lock", "a") as handle:
+            fcntl.flock(handle, mode)
             try:
                 yield
             finally:
@@ -123,24 +123,32 @@ class Warehouse:
                 if VIEWS_SQL.strip():
                     con.execute(VIEWS_SQL)
                 con.execute("BEGIN TRANSACTION")
+                self._exports = []
                 try:
                     yield con
+                    _test_pause_before_commit(self)
                     con.execute("COMMIT")
                 except BaseException:
                     con.execute("ROLLBACK")
                     raise
+                finally:
+                    exports, self._exports = self._exports, None
+                self._write_parquet(con, exports)  # only what committed reaches the Parquet copies
             finally:
                 con.close()
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection; waits for a writer in another process to finish its transaction (DuckDB
+        refuses to open a file another process holds open for writing)."""
         if not self.exists():
             raise FileNotFoundError(f"no warehouse at {self.db_path}: run `kernelindex ingest` first")
-        con = duckdb.connect(str(self.db_path), read_only=True)
-        try:
-            yield con
-        finally:
-            con.close()
+        with self._lock(fcntl.LOCK_SH):
+            con = duckdb.connect(str(self.db_path), read_only=True)
+            try:
+                yield con
+            finally:
+                con.close()
 
     # -- raw snapshot bytes, content-addressed ------------------------------------------------------
 
@@ -167,21 +175,54 @@ class Warehouse:
     # -- Parquet copies -----------------------------------------------------------------------------
 
     def export_parquet(self, con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = CONTRACT_TABLES) -> None:
-        """Write each table to a temporary Parquet file, then rename it over the previous one."""
+        """Bring each table's Parquet copy up to date; inside a transaction, once it has committed."""
+        if getattr(self, "_exports", None) is not None:
+            self._exports.extend(t for t in tables if t not in self._exports)
+        else:
+            self._write_parquet(con, tables)
+
+    def _write_parquet(self, con: duckdb.DuckDBPyConnection, tables) -> None:
+        """Write each table whose Parquet copy is missing or differs to a temporary file, then rename it over
+        the previous one (so a copy left stale by a kill between commit and rename is repaired next time)."""
         self.tables_dir.mkdir(parents=True, exist_ok=True)
         for table in tables:
             final = self.tables_dir / f"{table}.parquet"
+            if final.exists() and _checksum_of(con, f"read_parquet('{final}')") == _checksum_of(con, table):
+                continue
             tmp = final.with_name(f".{table}.{os.getpid()}.parquet.tmp")
             con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{tmp}' (FORMAT parquet)")
             os.replace(tmp, final)
 
 
+def _test_pause_before_commit(wh: Warehouse) -> None:
+    """Test-only: with KERNELINDEX_TEST_PAUSE_BEFORE_COMMIT=<function>, a transaction opened by that function
+    (e.g. rebuild_runs) writes `.test-paused` under home and sleeps before COMMIT, so a test can kill the
+    process with every write of the step done and none committed."""
+    wanted = os.environ.get("KERNELINDEX_TEST_PAUSE_BEFORE_COMMIT")
+    if not wanted:
+        return
+    import sys
+    import time
+
+    frame, names = sys._getframe(1), set()
+    while frame is not None:
+        names.add(frame.f_code.co_name)
+        frame = frame.f_back
+    if wanted in names:
+        (wh.home / ".test-paused").write_text(wanted)
+        time.sleep(600)
+
+
+def _checksum_of(con: duckdb.DuckDBPyConnection, relation: str) -> str:
+    (value,) = con.execute(
+        f"SELECT coalesce(md5(string_agg(md5(t::VARCHAR), '' ORDER BY md5(t::VARCHAR))), '') FROM {relation} t"
+    ).fetchone()
+    return value
+
+
 def table_checksum(con: duckdb.DuckDBPyConnection, table: str) -> str:
     """Order-independent digest of a table's rows, to tell whether anything changed."""
-    (value,) = con.execute(
-        f"SELECT coalesce(md5(string_agg(md5(t::VARCHAR), '' ORDER BY md5(t::VARCHAR))), '') FROM {table} t"
-    ).fetchone()
-    return f"{table}:{value}"
+    return f"{table}:{_checksum_of(con, table)}"
 
 
 def replace_if_changed(con: duckdb.DuckDBPyConnection, table: str, query: str, params=None) -> bool:
