@@ -101,65 +101,95 @@ def _record(target, impl, provider, label, mode, metric, stats, correctness, env
     })
 
 
-def measure_provider(impl, target, provider, seed=0):
-    """{(mode, metric): stats} for one provider that passed correctness."""
-    import torch
-
+def _prepare(impl, target, provider, seed=0):
     from kernels._impl_common import as_tuple
     from kernelindex_pipeline.gpu.correctness import grad_outputs
-    from kernelindex_pipeline.gpu.timing import peak_memory, time_fn
 
     inputs = impl.make_inputs(target["params"], target["dtype"], seed, "cuda")
     built = impl.build(provider, inputs, target["params"])
-    leaves = list(built.leaves.values())
     dys = grad_outputs(as_tuple(built.fn()), seed)
+    for leaf in built.leaves.values():
+        leaf.grad = None
+    return {"inputs": inputs, "built": built, "dys": dys, "leaves": list(built.leaves.values())}
+
+
+def _release():
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def measure_memory(impl, target, provider, seed=0) -> dict:
+    """{(mode, "peak_memory"): stats} for one provider, alone on the card."""
+    import torch
+
+    from kernels._impl_common import as_tuple
+    from kernelindex_pipeline.gpu.timing import peak_memory
+
+    st = _prepare(impl, target, provider, seed)
+    built, dys, leaves = st["built"], st["dys"], st["leaves"]
 
     def clear():
         for leaf in leaves:
             leaf.grad = None
 
     out = {}
-    metrics = target.get("metrics", ["latency", "peak_memory"])
     for mode in target["modes"]:
-        if "peak_memory" in metrics:
-            clear()
-            if mode == "forward":
-                out[(mode, "peak_memory")] = peak_memory(lambda: built.fn())
-            elif mode == "backward":
-                def setup():
-                    clear()
-                    return as_tuple(built.fn())
-                out[(mode, "peak_memory")] = peak_memory(lambda o: torch.autograd.backward(o, dys), setup=setup)
-            else:
-                def full_once():
-                    clear()
-                    torch.autograd.backward(as_tuple(built.fn()), dys)
-                out[(mode, "peak_memory")] = peak_memory(full_once)
-    clear()
-    gc.collect()
-    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
-    for mode in target["modes"]:
-        if "latency" not in metrics:
-            continue
-        if mode == "forward":
-            fn = built.fn
-            kept = None
-        elif mode == "backward":
-            kept = as_tuple(built.fn())
-
-            def fn(kept=kept):
-                torch.autograd.backward(kept, dys, retain_graph=True)
-        else:
-            kept = None
-
-            def fn():
-                torch.autograd.backward(as_tuple(built.fn()), dys)
-        out[(mode, "latency")] = time_fn(fn, leaves, flush)
-        del kept
         clear()
-    del flush, built, inputs, dys, leaves
-    gc.collect()
-    torch.cuda.empty_cache()
+        if mode == "forward":
+            out[(mode, "peak_memory")] = peak_memory(lambda: built.fn())
+        elif mode == "backward":
+            def setup():
+                clear()
+                return as_tuple(built.fn())
+            out[(mode, "peak_memory")] = peak_memory(lambda o: torch.autograd.backward(o, dys), setup=setup)
+        else:
+            def full_once():
+                clear()
+                torch.autograd.backward(as_tuple(built.fn()), dys)
+            out[(mode, "peak_memory")] = peak_memory(full_once)
+    clear()
+    del st
+    _release()
+    return out
+
+
+def measure_latency(impl, target, providers, seed=0) -> dict:
+    """{provider: {(mode, "latency"): stats}}: all providers side by side, repetitions interleaved."""
+    import torch
+
+    from kernels._impl_common import as_tuple
+    from kernelindex_pipeline.gpu.timing import time_interleaved
+
+    states = {p: _prepare(impl, target, p, seed) for p in providers}
+    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
+    out = {p: {} for p in providers}
+    for mode in target["modes"]:
+        passes, kept = {}, []
+        for p, st in states.items():
+            built, dys = st["built"], st["dys"]
+            if mode == "forward":
+                fn = built.fn
+            elif mode == "backward":
+                outs = as_tuple(built.fn())
+                kept.append(outs)
+
+                def fn(outs=outs, dys=dys):
+                    torch.autograd.backward(outs, dys, retain_graph=True)
+            else:
+                def fn(built=built, dys=dys):
+                    torch.autograd.backward(as_tuple(built.fn()), dys)
+            passes[p] = (fn, st["leaves"])
+        for p, stats in time_interleaved(passes, flush).items():
+            out[p][(mode, "latency")] = stats
+        del passes, kept
+        for st in states.values():
+            for leaf in st["leaves"]:
+                leaf.grad = None
+        _release()
+    del states, flush
+    _release()
     return out
 
 
@@ -193,28 +223,42 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
             except Exception as exc:  # noqa: BLE001
                 log(f"  {target['kernel']} {target['params']}: correctness check crashed: {exc!r}")
                 continue
+            metrics = target.get("metrics", ["latency", "peak_memory"])
+            passed = [p for p in target["providers"] if corr[p]["status"] == "passed"]
+            stats = {p: {} for p in passed}
+            observed_at = _now()
+            for p in list(passed):
+                if "peak_memory" not in metrics:
+                    break
+                try:
+                    stats[p].update(measure_memory(impl, target, p))
+                except Exception as exc:  # noqa: BLE001
+                    log(f"  {target['kernel']} {p}: memory measurement crashed: {exc!r}")
+                    corr[p] = dict(corr[p], status="failed", reason=f"measurement crashed: {exc!r}"[:500])
+                    passed.remove(p)
+                    _release()
+            if "latency" in metrics and passed:
+                try:
+                    for p, st in measure_latency(impl, target, passed).items():
+                        stats[p].update(st)
+                        host = {m: s.get("host_enqueue_ns") for (m, _k), s in st.items()}
+                        log(f"  {target['kernel']} {p}: host enqueue ns per pass {host}")
+                except Exception as exc:  # noqa: BLE001
+                    log(f"  {target['kernel']}: latency measurement crashed: {exc!r}")
+                    for p in passed:
+                        corr[p] = dict(corr[p], status="failed", reason=f"measurement crashed: {exc!r}"[:500])
+                    _release()
             for provider in target["providers"]:
                 c = corr[provider]
                 if c["status"] == "unavailable":
                     log(f"  {target['kernel']} {provider}: unavailable ({c['reason']})")
                     continue
-                observed_at = _now()
-                stats = {}
-                if c["status"] == "passed":
-                    try:
-                        stats = measure_provider(impl, target, provider)
-                        host = {m: s.get("host_enqueue_ns") for (m, k), s in stats.items() if k == "latency"}
-                        log(f"  {target['kernel']} {provider}: host enqueue ns per pass {host}")
-                    except Exception as exc:  # noqa: BLE001
-                        log(f"  {target['kernel']} {provider}: measurement crashed: {exc!r}")
-                        c = dict(c, status="failed", reason=f"measurement crashed: {exc!r}"[:500])
-                        stats = {}
-                else:
-                    log(f"  {target['kernel']} {provider}: FAILED correctness: {c.get('reason')}")
+                if c["status"] != "passed":
+                    log(f"  {target['kernel']} {provider}: FAILED: {c.get('reason')}")
                 for mode in target["modes"]:
-                    for metric in target.get("metrics", ["latency", "peak_memory"]):
-                        rec = _record(target, impl, provider, c.get("label") or provider, mode, metric,
-                                      stats.get((mode, metric)) if c["status"] == "passed" else None, c, env,
+                    for metric in metrics:
+                        st = stats.get(provider, {}).get((mode, metric)) if c["status"] == "passed" else None
+                        rec = _record(target, impl, provider, c.get("label") or provider, mode, metric, st, c, env,
                                       observed_at)
                         records.append(rec)
                         fh.write(json.dumps(rec, sort_keys=True) + "\n")

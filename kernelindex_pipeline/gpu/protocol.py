@@ -9,6 +9,7 @@ WARMUP_MS = 25.0
 REPETITION_MS = 200.0
 MIN_REPETITIONS = 10
 MAX_REPETITIONS = 400
+INTERLEAVE_ROUNDS = 6
 # GPU spin before each start event: SPIN_HOST_FACTOR x the host's median enqueue time of one pass, plus a pad.
 SPIN_CLOCK_HZ = 1.98e9
 SPIN_HOST_FACTOR = 2.0

@@ -12,65 +12,99 @@ from kernelindex_pipeline.gpu import protocol as P
 
 
 def _quantiles(values_ms):
-    vals = sorted(values_ms)
-    t = torch.tensor(vals, dtype=torch.float64)
+    t = torch.tensor(sorted(values_ms), dtype=torch.float64)
     q = torch.quantile(t, torch.tensor(P.QUANTILES, dtype=torch.float64)).tolist()
     return {"p20": q[0], "median": q[1], "p80": q[2]}
 
 
-def time_fn(fn, leaves=(), flush: torch.Tensor | None = None, warmup_ms=P.WARMUP_MS, rep_ms=P.REPETITION_MS,
-            min_reps=P.MIN_REPETITIONS, max_reps=P.MAX_REPETITIONS) -> dict:
-    """Median/p20/p80 in nanoseconds of ``fn``'s device execution on the current CUDA stream.
+class Timed:
+    """One pass under the protocol's timer: triton do_bench's method (CUDA events, L2 flushed before each
+    repetition, grads reset before each repetition), plus a GPU spin queued before each start event,
+    sized to outlast the host's enqueueing of the pass, so that the interval is device execution time.
+    ``calibrate`` picks warm-up and repetition counts from the budgets; ``run(k)`` adds k repetitions."""
 
-    triton do_bench's method (CUDA events, L2 flushed before each repetition, grads reset), plus a
-    GPU spin queued before each start event, sized to outlast the host's enqueueing of ``fn``, so
-    that the interval measures the device, not how fast this host launches kernels."""
-    if flush is None:
-        flush = torch.empty(P.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    def __init__(self, fn, leaves, flush):
+        self.fn, self.leaves, self.flush = fn, list(leaves), flush
+        self.times: list[float] = []
 
-    def clear():
-        for leaf in leaves:
+    def _clear(self):
+        for leaf in self.leaves:
             leaf.grad = None
 
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(3):
-        clear()
-        flush.zero_()
+    def calibrate(self, warmup_ms=P.WARMUP_MS, rep_ms=P.REPETITION_MS, min_reps=P.MIN_REPETITIONS,
+                  max_reps=P.MAX_REPETITIONS):
+        fn = self.fn
         fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 3, 1e-4)
-    n_warmup = max(1, int(warmup_ms / estimate))
-    n_rep = max(min_reps, min(max_reps, int(rep_ms / estimate)))
-    for _ in range(n_warmup):
-        clear()
-        fn()
-    torch.cuda.synchronize()
-    host = []
-    for _ in range(5):
-        clear()
-        t0 = time.perf_counter()
-        fn()
-        host.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
-    host_s = sorted(host)[len(host) // 2]
-    spin_cycles = int(P.SPIN_CLOCK_HZ * min(P.SPIN_MAX_S, P.SPIN_HOST_FACTOR * host_s + P.SPIN_PAD_S))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for i in range(n_rep):
-        clear()
-        flush.zero_()
-        torch.cuda._sleep(spin_cycles)
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    q = _quantiles([s.elapsed_time(e) for s, e in zip(starts, ends)])
-    return {k: int(round(v * 1e6)) for k, v in q.items()} | {"repetitions": n_rep, "warmups": n_warmup,
-                                                             "host_enqueue_ns": int(host_s * 1e9)}
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(3):
+            self._clear()
+            self.flush.zero_()
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        estimate = max(start.elapsed_time(end) / 3, 1e-4)
+        self.n_warmup = max(1, int(warmup_ms / estimate))
+        self.n_rep = max(min_reps, min(max_reps, int(rep_ms / estimate)))
+        for _ in range(self.n_warmup):
+            self._clear()
+            fn()
+        torch.cuda.synchronize()
+        host = []
+        for _ in range(5):
+            self._clear()
+            t0 = time.perf_counter()
+            fn()
+            host.append(time.perf_counter() - t0)
+            torch.cuda.synchronize()
+        self.host_s = sorted(host)[len(host) // 2]
+        self.spin_cycles = int(P.SPIN_CLOCK_HZ * min(P.SPIN_MAX_S, P.SPIN_HOST_FACTOR * self.host_s + P.SPIN_PAD_S))
+        return self
+
+    def run(self, k: int):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+        for i in range(k):
+            self._clear()
+            self.flush.zero_()
+            torch.cuda._sleep(self.spin_cycles)
+            starts[i].record()
+            self.fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        self.times.extend(s.elapsed_time(e) for s, e in zip(starts, ends))
+        self._clear()
+
+    def stats(self) -> dict:
+        q = _quantiles(self.times)
+        return {k: int(round(v * 1e6)) for k, v in q.items()} | {
+            "repetitions": len(self.times), "warmups": self.n_warmup, "host_enqueue_ns": int(self.host_s * 1e9)}
+
+
+def time_fn(fn, leaves=(), flush: torch.Tensor | None = None, **budgets) -> dict:
+    """Median/p20/p80 (ns) of ``fn``'s device execution (see ``Timed``)."""
+    if flush is None:
+        flush = torch.empty(P.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    t = Timed(fn, leaves, flush).calibrate(**budgets)
+    t.run(t.n_rep)
+    return t.stats()
+
+
+def time_interleaved(passes: dict, flush: torch.Tensor, rounds: int = P.INTERLEAVE_ROUNDS) -> dict:
+    """Time several providers' passes side by side: each is calibrated on its own, then their repetitions
+    run in ``rounds`` chunks, the provider order rotating every round, so that drift in the card's clocks
+    or temperature spreads over all of them. ``passes``: {name: (fn, leaves)} -> {name: stats}."""
+    timers = {name: Timed(fn, leaves, flush).calibrate() for name, (fn, leaves) in passes.items()}
+    names = list(timers)
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        if r % 2:
+            order.reverse()
+        for name in order:
+            t = timers[name]
+            t.run(max(1, -(-t.n_rep // rounds)))
+    return {name: t.stats() for name, t in timers.items()}
 
 
 def peak_memory(fn, setup=None, reps=P.MEMORY_REPETITIONS) -> dict:
