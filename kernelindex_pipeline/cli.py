@@ -7,6 +7,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from kernelindex_pipeline.warehouse import Warehouse
 
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+_EXCEPTION_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(Error|Failure|Exception): ")
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 class CliError(Exception):
@@ -44,7 +46,8 @@ def _failure_message(result) -> str:
             error = event.step_failure_data.error
             while error.cause is not None and "Failure" not in error.cls_name:
                 error = error.cause
-            return f"{event.step_key}: {error.message.strip().splitlines()[-1] if error.message else error.cls_name}"
+            last = (error.message or error.cls_name).strip().splitlines()[-1]
+            return f"{event.step_key}: {_EXCEPTION_PREFIX.sub('', last)}"
     return "the Dagster run failed"
 
 
