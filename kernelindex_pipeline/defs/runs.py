@@ -4,7 +4,7 @@
 import dagster as dg
 
 from kernelindex_pipeline import steps
-from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
+from kernelindex_pipeline.defs.metadata import markdown_table, published, table_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.defs.upstream import upstream_snapshots
 from kernelindex_pipeline.partitions import upstream_revisions
@@ -56,12 +56,8 @@ def runs(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.
     `quarantine` from every refused row."""
     wh = warehouse.warehouse()
     result = steps.rebuild_runs(wh)
-    with wh.reader() as con:
-        metadata = table_metadata(con, "runs", "SELECT title, gpu, workload_slug, median_value, unit FROM runs "
-                                               "ORDER BY observed_at DESC")
-    metadata["changed"] = result.changed
-    metadata["quarantined"] = result.details["quarantined"]
-    return dg.MaterializeResult(metadata=metadata)
+    return published(wh, "runs", "SELECT title, gpu, workload_slug, median_value, unit FROM runs ORDER BY observed_at DESC",
+                     changed=result.changed, quarantined=result.details["quarantined"])
 
 
 @dg.asset(deps=[runs], group_name="warehouse", kinds={"duckdb", "json"}, pool="warehouse")
@@ -70,8 +66,5 @@ def run_manifests(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
     apiVersion kernelindex.dev/v1alpha1), with the sha256 digest of its BenchmarkRun."""
     wh = warehouse.warehouse()
     result = steps.rebuild_manifests(wh)
-    with wh.reader() as con:
-        metadata = table_metadata(con, "manifests", "SELECT r.title, r.workload_slug, m.run_id, m.run_digest "
-                                                    "FROM manifests m JOIN runs r USING (run_id) ORDER BY r.observed_at DESC")
-    metadata["changed"] = result.changed
-    return dg.MaterializeResult(metadata=metadata)
+    return published(wh, "manifests", "SELECT r.title, r.workload_slug, m.run_id, m.run_digest FROM manifests m "
+                                      "JOIN runs r USING (run_id) ORDER BY r.observed_at DESC", changed=result.changed)
