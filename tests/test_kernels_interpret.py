@@ -16,7 +16,7 @@ import importlib.util  # noqa: E402
 import pytest  # noqa: E402
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
 
 from kernels._impl_common import Built, leaf_copies  # noqa: E402
 from kernelindex_pipeline.gpu import bench  # noqa: E402
@@ -212,3 +212,32 @@ def test_shipped_evidence_records_pair_with_upstream_names():
                 assert spec.input_tensors(rec["params"], rec["dtype"]) is not None
                 assert rec["status"] in ("passed", "failed")
                 assert (rec["median"] is None) == (rec["status"] == "failed")
+
+
+@pytest.mark.parametrize("is_ln", [False, True])
+@pytest.mark.parametrize("cfg", [(1, 4, False, False, True), (2, 4, True, True, True), (1, 4, True, False, False),
+                                 (3, 4, False, True, True)])
+def test_norm_backward_launch_variants(is_ln, cfg):
+    """Every backward launch setting (programs per SM, warps, partials in global, reloaded w, prefetch)."""
+    impl = _impl("rms_norm")
+    rows, hidden = 37, 200
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(rows, hidden, generator=gen)
+    w = torch.randn(hidden, generator=gen) * 0.1 + 1.0
+    b = torch.randn(hidden, generator=gen) * 0.1
+    dy = torch.randn(rows, hidden, generator=gen)
+    key = (is_ln, triton.next_power_of_2(hidden))
+    impl.BWD_CONFIG[key] = cfg
+    try:
+        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
+        dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
+    finally:
+        impl.BWD_CONFIG.pop(key)
+    xr, wr, br = (t.double().requires_grad_(True) for t in (x, w, b))
+    if is_ln:
+        ref = torch.nn.functional.layer_norm(xr, (hidden,), wr, br, 1e-6)
+    else:
+        ref = xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-6) * wr
+    ref.backward(dy.double())
+    for got, want in [(dx, xr.grad), (dw, wr.grad)] + ([(db, br.grad)] if is_ln else []):
+        assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4)

@@ -2,8 +2,11 @@
 
 The Triton code here also serves LayerNorm (``kernels.layer_norm.impl``, ``IS_LN=True``). Forward: one
 program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row). Backward: a fixed
-number of programs each walk a strided set of rows, write dx, and keep the weight (and bias)
-gradient partial sums in registers; a final sum over programs gives dw (db).
+number of programs (a small multiple of the SM count) each walk a contiguous set of rows, write dx,
+and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
+own row of the partials buffer); optionally the next row's x and dy are loaded before the current
+row's reductions (software prefetch). A final sum over programs gives dw (db). Launch settings per
+row length are in FWD_CONFIG / BWD_CONFIG.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
 @triton.jit
 def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                      n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
-                     RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr):
+                     RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr, PREFETCH: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -94,61 +97,104 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
     dw_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     db_acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
     row0 = pid * rows_per_prog
-    for i in range(0, rows_per_prog):
+    row_end = tl.minimum(row0 + rows_per_prog, n_rows)
+    p_off = pid * n_cols + cols
+    if PREFETCH:
+        # Software pipelining: the next row's x and dy are loaded (in their storage dtype) before this
+        # row's reductions, so one program keeps a row of loads in flight while it computes.
+        off0 = row0.to(tl.int64) * n_cols + cols
+        ok0 = cols < tl.where(row0 < row_end, n_cols, 0)
+        x_nxt = tl.load(x_ptr + off0, mask=ok0, other=0.0)
+        dy_nxt = tl.load(dy_ptr + off0, mask=ok0, other=0.0)
+    for i in range(0, row_end - row0):
         row = row0 + i
-        if row < n_rows:
-            off = row.to(tl.int64) * n_cols + cols
+        off = row.to(tl.int64) * n_cols + cols
+        if PREFETCH:
+            x = x_nxt.to(tl.float32)
+            dy = dy_nxt.to(tl.float32)
+            ok_n = cols < tl.where(row + 1 < row_end, n_cols, 0)
+            x_nxt = tl.load(x_ptr + off + n_cols, mask=ok_n, other=0.0)
+            dy_nxt = tl.load(dy_ptr + off + n_cols, mask=ok_n, other=0.0)
+        else:
             x = tl.load(x_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
-            rstd = tl.load(rstd_ptr + row)
-            if RELOAD_W:  # wide rows: re-read w (cache-resident) rather than hold it in registers
-                w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            if IS_LN:
-                mean = tl.load(mean_ptr + row)
-                xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
-            else:
-                xhat = x * rstd
-            wdy = w * dy
-            c1 = tl.sum(xhat * wdy, axis=0) / n_cols
-            if IS_LN:
-                c2 = tl.sum(wdy, axis=0) / n_cols
-                dx = (wdy - (xhat * c1 + c2)) * rstd
-                if not ACC_IN_GLOBAL:
-                    db_acc += dy
-            else:
-                dx = (wdy - xhat * c1) * rstd
-            tl.store(dx_ptr + off, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
-            if ACC_IN_GLOBAL:
-                # Wide rows: the partial sums live in this program's own (cache-resident) row of the
-                # partials buffer instead of registers, which would spill.
-                p_off = pid * n_cols + cols
-                if i == 0:
-                    tl.store(dw_part_ptr + p_off, dy * xhat, mask=col_ok)
-                    if IS_LN:
-                        tl.store(db_part_ptr + p_off, dy, mask=col_ok)
-                else:
-                    tl.store(dw_part_ptr + p_off, tl.load(dw_part_ptr + p_off, mask=col_ok, other=0.0) + dy * xhat,
-                             mask=col_ok)
-                    if IS_LN:
-                        tl.store(db_part_ptr + p_off, tl.load(db_part_ptr + p_off, mask=col_ok, other=0.0) + dy,
-                                 mask=col_ok)
-            else:
-                dw_acc += dy * xhat
-    if not ACC_IN_GLOBAL:
-        tl.store(dw_part_ptr + pid * n_cols + cols, dw_acc, mask=col_ok)
+        rstd = tl.load(rstd_ptr + row)
+        if RELOAD_W:  # wide rows: re-read w (cache-resident) rather than hold it in registers
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         if IS_LN:
-            tl.store(db_part_ptr + pid * n_cols + cols, db_acc, mask=col_ok)
+            mean = tl.load(mean_ptr + row)
+            xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
+        else:
+            xhat = x * rstd
+        wdy = w * dy
+        c1 = tl.sum(xhat * wdy, axis=0) / n_cols
+        if IS_LN:
+            c2 = tl.sum(wdy, axis=0) / n_cols
+            dx = (wdy - (xhat * c1 + c2)) * rstd
+        else:
+            dx = (wdy - xhat * c1) * rstd
+        tl.store(dx_ptr + off, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
+        if ACC_IN_GLOBAL:
+            # Wide rows: the partial sums live in this program's own (cache-resident) row of the
+            # partials buffer instead of registers, which would spill.
+            if i == 0:
+                tl.store(dw_part_ptr + p_off, dy * xhat, mask=col_ok)
+                if IS_LN:
+                    tl.store(db_part_ptr + p_off, dy, mask=col_ok)
+            else:
+                tl.store(dw_part_ptr + p_off, tl.load(dw_part_ptr + p_off, mask=col_ok, other=0.0) + dy * xhat,
+                         mask=col_ok)
+                if IS_LN:
+                    tl.store(db_part_ptr + p_off, tl.load(db_part_ptr + p_off, mask=col_ok, other=0.0) + dy,
+                             mask=col_ok)
+        else:
+            dw_acc += dy * xhat
+            if IS_LN:
+                db_acc += dy
+    if not ACC_IN_GLOBAL:
+        tl.store(dw_part_ptr + p_off, dw_acc, mask=col_ok)
+        if IS_LN:
+            tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
 
 
 _FWD = CachedLaunch(_norm_fwd_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 
+# Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
+# _fwd_meta / _bwd_meta. Forward: (rows per program, num_warps). Backward: (programs per SM, num_warps,
+# partial sums in global memory, re-read w per row, prefetch the next row). The entries are the fastest
+# of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows; see
+# docs/rerun-notes.md, v5).
+FWD_CONFIG: dict = {
+    (False, 1024): (2, 4), (False, 4096): (1, 4), (False, 16384): (1, 16),
+    (True, 1024): (1, 4), (True, 4096): (1, 8), (True, 16384): (1, 16),
+}
+BWD_CONFIG: dict = {
+    (False, 1024): (8, 4, False, False, True), (False, 4096): (2, 16, False, False, True),
+    (False, 16384): (1, 16, False, True, False),
+    (True, 1024): (8, 4, False, False, True), (True, 4096): (1, 16, False, False, True),
+    (True, 16384): (1, 16, False, False, False),
+}
 
-def _fwd_meta(n_cols):
+
+def _fwd_meta(n_cols, is_ln=False):
     block_n = triton.next_power_of_2(n_cols)
+    cfg = FWD_CONFIG.get((bool(is_ln), block_n))
+    if cfg is not None:
+        return cfg[0], block_n, cfg[1]
     block_m = max(1, min(16, 4096 // block_n))
     num_warps = 4 if block_n * block_m <= 4096 else (8 if block_n <= 8192 else 16)
     return block_m, block_n, num_warps
+
+
+def _bwd_meta(n_cols, is_ln=False):
+    block_n = triton.next_power_of_2(n_cols)
+    cfg = BWD_CONFIG.get((bool(is_ln), block_n))
+    if cfg is not None:
+        return (block_n,) + tuple(cfg)
+    per_sm = 4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)
+    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
+    return block_n, per_sm, num_warps, block_n >= 16384, block_n >= 8192, False
 
 
 _SM_COUNT = {}
@@ -168,9 +214,10 @@ def norm_forward(x2, w, b, eps, is_ln):
     y = torch.empty_like(x2)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x2.device) if is_ln else rstd
-    block_m, block_n, num_warps = _fwd_meta(n_cols)
+    block_m, block_n, num_warps = _fwd_meta(n_cols, is_ln)
     b = b if b is not None else w
-    _FWD((triton.cdiv(n_rows, block_m),), (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln),
+    _FWD((triton.cdiv(n_rows, block_m),),
+         (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_m, block_n, num_warps),
          (x2, w, b, y, mean, rstd, n_rows, n_cols, eps, is_ln, block_m, block_n), num_warps,
          tensors=(x2, w, b, y, mean, rstd))
     return y, mean, rstd
@@ -178,19 +225,18 @@ def norm_forward(x2, w, b, eps, is_ln):
 
 def norm_backward(dy2, x2, w, mean, rstd, is_ln):
     n_rows, n_cols = x2.shape
-    block_n = triton.next_power_of_2(n_cols)
-    acc_in_global = block_n >= 16384
-    num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
-    reload_w = block_n >= 8192
-    n_prog = min(n_rows, _sm_count(x2.device) * (4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)))
+    block_n, per_sm, num_warps, acc_in_global, reload_w, prefetch = _bwd_meta(n_cols, is_ln)
+    n_prog = min(n_rows, _sm_count(x2.device) * per_sm)
     rows_per_prog = triton.cdiv(n_rows, n_prog)
     n_prog = triton.cdiv(n_rows, rows_per_prog)
     dx = torch.empty_like(x2)
     dw_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device)
     db_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
-    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln)
+    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, num_warps, reload_w, acc_in_global,
+           prefetch, rows_per_prog)
     _BWD((n_prog,), key, (dy2, x2, w, mean, rstd, dx, dw_part, db_part, n_rows, n_cols, rows_per_prog, is_ln,
-                          block_n, reload_w, acc_in_global), num_warps, tensors=(dy2, x2, w, mean, rstd, dx, dw_part, db_part))
+                          block_n, reload_w, acc_in_global, prefetch), num_warps,
+         tensors=(dy2, x2, w, mean, rstd, dx, dw_part, db_part))
     # Column sums over the per-program partials: torch's reduction splits the long axis across blocks.
     dw = dw_part.sum(0).to(w.dtype)
     db = db_part.sum(0).to(w.dtype) if is_ln else None
