@@ -137,7 +137,7 @@ def _raw_table(snapshots: Sequence[Snapshot]) -> tuple[pa.Table, list[tuple[str,
         rejected += [(key, n, reason) for n, reason in result.rejected]
         replacement |= result.has_replacement
         if result.table is not None and result.table.num_rows:
-            parts.append(result.table.append_column("revision_key", pa.repeat(key, result.table.num_rows)))
+            parts.append(result.table.append_column("revision_key", pa.DictionaryArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), result.table.num_rows), pa.array([key]))))
     return (pa.concat_tables(parts) if parts else _empty_raw()), rejected, parsed, replacement
 
 
@@ -368,7 +368,8 @@ SELECT *,
     'sha256:' || sha256('{{"environment":"' || environment_digest || '","family":"{catalog.SOURCE_FAMILY}","kernel":"'
         || kernel_name || '","metric":"' || metric || '","mode":"' || kernel_operation_mode || '","workload":"'
         || workload_digest || '"}}') AS comparison_key,
-    '{catalog.SOURCE_NATIVE}' AS evidence_level, '{catalog.SOURCE}' AS source
+    '{catalog.SOURCE_NATIVE}' AS evidence_level, '{catalog.SOURCE}' AS source,
+    hash(id_prefix, id_suffix) AS identity_key
 FROM p
 """
 
@@ -381,12 +382,17 @@ SELECT substr(sha256('{catalog.SOURCE}:' || d.id_prefix || strftime(c.observed_a
     CAST(round(c.y50 * CASE d.metric WHEN 'latency' THEN 1e6 ELSE 1048576 END) AS BIGINT) AS median_value,
     CAST(round(c.y20 * CASE d.metric WHEN 'latency' THEN 1e6 ELSE 1048576 END) AS BIGINT) AS p20_value,
     CAST(round(c.y80 * CASE d.metric WHEN 'latency' THEN 1e6 ELSE 1048576 END) AS BIGINT) AS p80_value,
-    c.y20 AS source_p20, c.y50 AS source_p50, c.y80 AS source_p80
+    c.y20 AS source_p20, c.y50 AS source_p50, c.y80 AS source_p80,
+    hash(d.identity_key, c.observed_at) AS identity_hash
 FROM checked c JOIN dims d USING (dim_key)
 WHERE c.reason IS NULL AND d.dim_reason IS NULL;
 
+-- Rows sharing a run identity within one revision: an integer hash of (identity, time) finds the suspects,
+-- the exact (revision, run id) decides.
 CREATE OR REPLACE TEMP TABLE duplicates AS
-SELECT revision_key, run_id, min(line_number) AS first_line FROM identified GROUP BY ALL HAVING count(*) > 1;
+WITH suspects AS (SELECT identity_hash FROM identified GROUP BY 1 HAVING count(*) > 1)
+SELECT revision_key, run_id, min(line_number) AS first_line FROM identified
+WHERE identity_hash IN (SELECT identity_hash FROM suspects) GROUP BY ALL HAVING count(*) > 1;
 
 CREATE OR REPLACE TEMP TABLE rejected AS
 SELECT revision_key, line_number, reason FROM checked WHERE reason IS NOT NULL
@@ -399,7 +405,7 @@ FROM identified i JOIN duplicates d USING (revision_key, run_id) WHERE i.line_nu
 """
 
 _OBSERVATIONS = """
-SELECT * FROM identified
+SELECT * EXCLUDE (identity_hash) FROM identified
 WHERE NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.revision_key = identified.revision_key
                   AND d.run_id = identified.run_id AND d.first_line <> identified.line_number)
 """
@@ -429,8 +435,8 @@ def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | No
     con.execute(DIMENSIONS_SQL)
     con.execute(OBSERVATIONS_SQL)
     ((duplicated,),) = con.sql("SELECT count(*) FROM duplicates").fetchall()
-    observations = con.sql(_OBSERVATIONS if duplicated else "SELECT * FROM identified").to_arrow_table()
-    dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason) FROM dims WHERE dim_reason IS NULL").to_arrow_table()
+    observations = con.sql(_OBSERVATIONS if duplicated else "SELECT * EXCLUDE (identity_hash) FROM identified").to_arrow_table()
+    dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason, identity_key) FROM dims WHERE dim_reason IS NULL").to_arrow_table()
     rejected = con.sql("SELECT * FROM malformed UNION ALL SELECT * FROM rejected ORDER BY revision_key, line_number").to_arrow_table()
     workloads = con.sql("SELECT DISTINCT workload_digest, kernel_name AS kernel, workload_slug, definition, shapes_known "
                         "FROM workloads WHERE workload_digest IS NOT NULL").to_arrow_table()
