@@ -1,0 +1,11 @@
+WITH latest AS (
+    SELECT * FROM runs WHERE evidence_level = 'kernelindex-controlled' AND metric = 'latency' AND status = 'passed'
+    QUALIFY row_number() OVER (PARTITION BY kernel, workload_slug, operation_mode, provider ORDER BY observed_at DESC) = 1
+)
+SELECT kernel, workload_slug, operation_mode AS mode,
+    round(any_value(median_value) FILTER (WHERE provider = 'kernelindex') / 1e3, 1) AS kernelindex_us,
+    round(any_value(median_value) FILTER (WHERE provider = 'liger') / 1e3, 1) AS liger_us,
+    round(any_value(median_value) FILTER (WHERE provider = 'huggingface') / 1e3, 1) AS huggingface_us,
+    round(any_value(median_value) FILTER (WHERE provider = 'liger')
+          / any_value(median_value) FILTER (WHERE provider = 'kernelindex'), 2) AS liger_over_kernelindex
+FROM latest GROUP BY ALL ORDER BY kernel, workload_slug, mode
