@@ -3,6 +3,7 @@
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 from kernelindex_pipeline import steps
 from kernelindex_pipeline.defs.checks import recompute_digests
@@ -79,3 +80,12 @@ def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path):
     assert loaded.rows > 0 and loaded.details["refused"] == 2
     assert "lacks protocol" in reasons["broken.jsonl.gz"]
     assert "unreadable evidence file" in reasons["truncated.jsonl.gz"]
+
+
+def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(shipped_warehouse):
+    """docs/controlled-latency.sql is the README's table; the seed llama4_rope backward is >= 2x Liger."""
+    sql = (Path(__file__).resolve().parents[1] / "docs" / "controlled-latency.sql").read_text()
+    with shipped_warehouse.reader() as con:
+        rows = {(k, w, m): ratio for k, w, m, *_, ratio in con.execute(sql).fetchall()}
+    assert rows[("llama4_rope", SEED_WORKLOADS["llama4_rope"], "backward")] >= 2.0
+    assert {k for k, _, _ in rows} >= {"llama4_rope", "geglu", "rope", "swiglu", "rms_norm", "layer_norm"}
