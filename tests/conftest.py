@@ -161,17 +161,22 @@ def next_warehouse(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def analyst_home(tmp_path_factory) -> Path:
     """KERNELINDEX_HOME of a warehouse built once, in-process, by `kernelindex ingest` from the shipped data."""
-    from kernelindex_pipeline import cli
+    from shipped_warehouse import ingest_into
 
     home = tmp_path_factory.mktemp("analyst-warehouse")
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k in ("KERNELINDEX_HOME", "DAGSTER_HOME")}
-    os.environ["KERNELINDEX_HOME"] = str(home)
+    saved = os.environ.pop("DAGSTER_HOME", None)
     try:
-        assert cli.main(["ingest"]) == 0
+        assert ingest_into(home) == 0
     finally:
-        os.environ.pop("KERNELINDEX_HOME", None)
-        os.environ.update(saved)
+        if saved is not None:
+            os.environ["DAGSTER_HOME"] = saved
     return home
+
+
+@pytest.fixture(scope="session")
+def shipped_warehouse(analyst_home) -> Warehouse:
+    """The same warehouse, as a Warehouse."""
+    return Warehouse(analyst_home)
 
 
 @pytest.fixture(scope="session")

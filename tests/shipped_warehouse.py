@@ -1,12 +1,9 @@
-"""A warehouse built once per test session from the snapshots shipped in data/, through the real CLI."""
+"""Running `kernelindex ingest` in-process against a given KERNELINDEX_HOME, and the shipped snapshots."""
 
 import os
 from pathlib import Path
 
-import pytest
-
 from kernelindex_pipeline import cli
-from kernelindex_pipeline.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_UPSTREAM = REPO / "data" / "upstream" / "liger-kernel"
@@ -23,10 +20,3 @@ def ingest_into(home: Path, *args: str) -> int:
             os.environ.pop("KERNELINDEX_HOME", None)
         else:
             os.environ["KERNELINDEX_HOME"] = previous
-
-
-@pytest.fixture(scope="session")
-def shipped_warehouse(tmp_path_factory) -> Warehouse:
-    home = tmp_path_factory.mktemp("shipped-warehouse")
-    assert ingest_into(home) == 0
-    return Warehouse(home)

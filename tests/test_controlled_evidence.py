@@ -9,7 +9,6 @@ from kernelindex_pipeline import steps
 from kernelindex_pipeline.defs.checks import recompute_digests
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
 from kernelindex_pipeline.warehouse import Warehouse
-from shipped_warehouse import shipped_warehouse  # noqa: F401
 
 SEED_WORKLOADS = {
     "llama4_rope": "hidden2048-kv_heads8-q_heads32-seq2048-bf16",

@@ -11,7 +11,7 @@ from kernelindex_pipeline.definitions import build_definitions, defs
 from kernelindex_pipeline.partitions import upstream_revisions
 from kernelindex_pipeline.sources import DirectorySource
 from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, table_checksum
-from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into, shipped_warehouse  # noqa: F401
+from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
 ALL_TABLES = CONTRACT_TABLES + ("snapshots", "observations", "run_keys", "workloads", "snapshot_quarantine",
                                 "protocols", "environments", "reproductions", "controlled_runs")

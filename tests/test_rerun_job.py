@@ -4,7 +4,6 @@ import json
 
 from kernelindex_pipeline import cli
 from kernelindex_pipeline.defs import reruns
-from shipped_warehouse import shipped_warehouse  # noqa: F401
 
 
 def test_rerun_without_cuda_says_so_and_publishes_nothing(shipped_warehouse, monkeypatch, capsys, tmp_path):

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from kernelindex_pipeline import cli
-from shipped_warehouse import shipped_warehouse  # noqa: F401
 
 SEEDS = Path(__file__).parent / "fixtures" / "seed-records"
 LLAMA4 = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
