@@ -19,6 +19,14 @@ _EXCEPTION_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(Error|Failure|Exception): ")
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
+# Pool limits are left to deployments (`dagster instance concurrency set warehouse 1`): here a killed
+# ingest would keep its slot with no daemon to free it, and the warehouse's file lock already serializes
+# writers.
+INSTANCE_YAML = """telemetry:
+  enabled: false
+"""
+
+
 class CliError(Exception):
     """A failure to report as one line on stderr."""
 
@@ -28,9 +36,12 @@ def _dagster_instance(wh: Warehouse):
 
     if os.environ.get("DAGSTER_HOME"):
         return dg.DagsterInstance.get()
-    home = wh.home / "dagster"
+    home = (wh.home / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
-    return dg.DagsterInstance.local_temp(tempdir=str(home.resolve()), overrides={"telemetry": {"enabled": False}})
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(INSTANCE_YAML)
+    return dg.DagsterInstance.from_config(str(home))
 
 
 def evidence_fingerprint(directory: Path) -> str:
