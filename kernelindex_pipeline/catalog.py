@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelindex_pipeline.identity import API_VERSION, digest, slugify
+from kernelindex_pipeline.identity import API_VERSION, slugify
 
 SOURCE = "liger-kernel-bench"
 SOURCE_TITLE = "Liger-Kernel benchmarks"
@@ -142,7 +142,3 @@ def source_protocol(mode: str, metric: str) -> dict:
             "comparability": {"notes": notes, "family": SOURCE_FAMILY},
         },
     }
-
-
-def environment_digest(environment: dict) -> str:
-    return digest(environment)

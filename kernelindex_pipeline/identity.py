@@ -31,7 +31,3 @@ def manifest_name(prefix: str, external_id: str) -> str:
 def run_id(source: str, external_id: str) -> str:
     """Stable run id: the same source and external id always give the same id."""
     return hashlib.sha256(f"{source}:{external_id}".encode("utf-8")).hexdigest()[:16]
-
-
-def short_id(rid: str) -> str:
-    return rid[:8]

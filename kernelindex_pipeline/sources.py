@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -110,6 +109,3 @@ def open_source(location: str, **http_options):
         return GitHubSource(location, **http_options)
     return DirectorySource(location)
 
-
-def first_line(data: bytes) -> str:
-    return io.BytesIO(data).readline().decode("utf-8", errors="replace").strip()

@@ -12,7 +12,6 @@ import time
 import pytest
 from conftest import (
     BASE_REVISIONS,
-    SNAPSHOTS,
     assert_clear_failure,
     contract_tables,
     copy_home,

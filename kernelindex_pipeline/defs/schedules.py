@@ -4,7 +4,7 @@
 import dagster as dg
 
 from kernelindex_pipeline.defs.ranking import comparison_ranks
-from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
+from kernelindex_pipeline.defs.resources import UpstreamResource
 from kernelindex_pipeline.defs.runs import controlled_evidence, run_manifests, run_observations, runs
 from kernelindex_pipeline.defs.upstream import upstream_snapshots
 from kernelindex_pipeline.partitions import upstream_revisions
