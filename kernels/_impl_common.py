@@ -84,6 +84,16 @@ class Unavailable(RuntimeError):
     """A provider cannot run here (package missing, no CUDA for a GPU-only library)."""
 
 
+def liger_attr(device_tensor: torch.Tensor, module: str, name: str):
+    """`name` from `liger_kernel.transformers.<module>`; Unavailable off CUDA or when it cannot be imported."""
+    if not device_tensor.is_cuda:
+        raise Unavailable("liger_kernel needs a CUDA device")
+    try:
+        return getattr(importlib.import_module(f"liger_kernel.transformers.{module}"), name)
+    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
+        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+
+
 def leaf_copies(inputs: Mapping[str, torch.Tensor], names) -> dict[str, torch.Tensor]:
     """Fresh leaf tensors (same values) for the inputs that take gradients, so providers never share grads."""
     return {n: inputs[n].detach().clone().requires_grad_(True) for n in names}

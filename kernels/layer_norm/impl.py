@@ -5,7 +5,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._impl_common import Built, Unavailable, generator, leaf_copies, package_version, randn, torch_dtype
+from kernels._impl_common import (
+    Built,
+    Unavailable,
+    generator,
+    leaf_copies,
+    liger_attr,
+    package_version,
+    randn,
+    torch_dtype,
+)
 from kernels.rms_norm.impl import DEFAULT_EPS, _eps, _shapes, kernelindex_layer_norm, norm_bytes, norm_flops
 
 KERNEL = "layer_norm"
@@ -52,12 +61,7 @@ def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
         module = torch.nn.LayerNorm(hidden, eps=eps).to(device=x.device, dtype=x.dtype)
         label = f"torch.nn.LayerNorm (PyTorch {torch.__version__}), the upstream benchmark's huggingface provider"
     elif provider == "liger":
-        if not x.is_cuda:
-            raise Unavailable("liger_kernel needs a CUDA device")
-        try:
-            from liger_kernel.transformers.layer_norm import LigerLayerNorm
-        except Exception as exc:  # noqa: BLE001
-            raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+        LigerLayerNorm = liger_attr(x, "layer_norm", "LigerLayerNorm")
         module = LigerLayerNorm(hidden_size=hidden, eps=eps).to(device=x.device, dtype=x.dtype)
         label = f"Liger-Kernel {package_version('liger-kernel')} LigerLayerNorm"
     else:

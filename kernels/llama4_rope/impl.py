@@ -20,6 +20,7 @@ from kernels._impl_common import (
     Unavailable,
     generator,
     leaf_copies,
+    liger_attr,
     numel,
     package_version,
     randn,
@@ -179,12 +180,7 @@ def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
         return Built(lambda: kernelindex_llama4_rope(q, k, f), leaves, "KernelIndex Triton llama4 RoPE (fwd+bwd)",
                      OUTPUT_NAMES)
     if provider == "liger":
-        if not q.is_cuda:
-            raise Unavailable("liger_kernel needs a CUDA device")
-        try:
-            from liger_kernel.transformers.llama4_rope import liger_llama4_text_rotary_pos_emb
-        except Exception as exc:  # noqa: BLE001
-            raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+        liger_llama4_text_rotary_pos_emb = liger_attr(q, "llama4_rope", "liger_llama4_text_rotary_pos_emb")
         return Built(lambda: liger_llama4_text_rotary_pos_emb(q, k, f), leaves,
                      f"Liger-Kernel {package_version('liger-kernel')} liger_llama4_text_rotary_pos_emb", OUTPUT_NAMES)
     if provider == "huggingface":

@@ -23,6 +23,7 @@ from kernels._impl_common import (
     Unavailable,
     generator,
     leaf_copies,
+    liger_attr,
     numel,
     package_version,
     randn,
@@ -303,12 +304,7 @@ def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
         module = LlamaRMSNorm(hidden, eps=eps).to(device=x.device, dtype=x.dtype)
         label = f"Transformers {package_version('transformers')} LlamaRMSNorm"
     elif provider == "liger":
-        if not x.is_cuda:
-            raise Unavailable("liger_kernel needs a CUDA device")
-        try:
-            from liger_kernel.transformers.rms_norm import LigerRMSNorm
-        except Exception as exc:  # noqa: BLE001
-            raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+        LigerRMSNorm = liger_attr(x, "rms_norm", "LigerRMSNorm")
         module = LigerRMSNorm(hidden_size=hidden, eps=eps).to(device=x.device, dtype=x.dtype)
         label = f"Liger-Kernel {package_version('liger-kernel')} LigerRMSNorm"
     else:

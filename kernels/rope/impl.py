@@ -20,6 +20,7 @@ from kernels._impl_common import (
     Unavailable,
     generator,
     leaf_copies,
+    liger_attr,
     numel,
     package_version,
     randn,
@@ -170,12 +171,7 @@ def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
         return Built(lambda: kernelindex_rope(q, k, cos, sin), leaves, "KernelIndex Triton RoPE (fwd+bwd)",
                      OUTPUT_NAMES)
     if provider == "liger":
-        if not q.is_cuda:
-            raise Unavailable("liger_kernel needs a CUDA device")
-        try:
-            from liger_kernel.transformers.rope import liger_rotary_pos_emb
-        except Exception as exc:  # noqa: BLE001
-            raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+        liger_rotary_pos_emb = liger_attr(q, "rope", "liger_rotary_pos_emb")
         return Built(lambda: liger_rotary_pos_emb(q, k, cos, sin), leaves,
                      f"Liger-Kernel {package_version('liger-kernel')} liger_rotary_pos_emb", OUTPUT_NAMES)
     if provider == "huggingface":
