@@ -129,12 +129,12 @@ def load_controlled_evidence(wh: Warehouse, evidence_dir: Path) -> StepResult:
             con.register(f"{name}_new", table)
             changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
             con.unregister(f"{name}_new")
-        columns = [c for (c,) in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'controlled_runs' ORDER BY ordinal_position"
-        ).fetchall()]
-        con.register("c_new", pa.Table.from_pylist(runs) if runs else pa.table({c: pa.array([], pa.string()) for c in columns}))
-        changed |= replace_if_changed(con, "controlled_runs", f"SELECT {', '.join(columns)} FROM c_new")
-        con.unregister("c_new")
+        if runs:
+            con.register("c_new", pa.Table.from_pylist(runs))
+            changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
+            con.unregister("c_new")
+        else:
+            changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM controlled_runs WHERE false")
         con.register("r_new", pa.Table.from_pylist(
             [{**r, "source_revision": None, "revision_key": None} for r in refused], schema=QUARANTINE_SCHEMA))
         changed |= replace_if_changed(con, "evidence_quarantine", "SELECT * FROM r_new")

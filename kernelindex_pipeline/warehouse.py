@@ -225,13 +225,16 @@ def table_checksum(con: duckdb.DuckDBPyConnection, table: str) -> str:
     return f"{table}:{_checksum_of(con, table)}"
 
 
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
+    """(name, type) of a warehouse table's columns, in order."""
+    return con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()
+
+
 def replace_if_changed(con: duckdb.DuckDBPyConnection, table: str, query: str, params=None) -> bool:
     """Replace a table's rows with a query's, only where they differ; returns whether anything changed."""
-    columns = ", ".join(
-        c for (c,) in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
-            "ORDER BY ordinal_position", [table]).fetchall()
-    )
+    columns = ", ".join(name for name, _ in table_columns(con, table))
     con.execute(f"CREATE OR REPLACE TEMP TABLE _next AS SELECT {columns} FROM ({query})", params or [])
     (differs,) = con.execute(
         f"SELECT EXISTS (SELECT * FROM _next EXCEPT ALL SELECT * FROM {table}) "

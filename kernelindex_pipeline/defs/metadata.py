@@ -3,11 +3,11 @@
 
 import dagster as dg
 
+from kernelindex_pipeline.warehouse import table_columns
+
 
 def table_metadata(con, table: str, preview_sql: str | None = None, limit: int = 10) -> dict:
-    columns = con.execute(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
-        "ORDER BY ordinal_position", [table]).fetchall()
+    columns = table_columns(con, table)
     (rows,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()
     metadata = {
         "dagster/row_count": dg.MetadataValue.int(int(rows)),
