@@ -214,11 +214,21 @@ def test_shipped_evidence_records_pair_with_upstream_names():
                 assert (rec["median"] is None) == (rec["status"] == "failed")
 
 
+BWD_VARIANTS = [
+    ("whole_row", (1, 4), dict(prefetch=True)), ("whole_row", (2, 4), dict(acc_in_global=True, reload_w=True, prefetch=True)),
+    ("whole_row", (1, 4), dict(acc_in_global=True)), ("whole_row", (3, 4), dict(reload_w=True, prefetch=True)),
+    ("chunked", (1, 4, 64), dict()), ("chunked", (2, 4, 128), dict(block_r=4)), ("chunked", (3, 4, 256), dict(block_r=2)),
+]
+
+
 @pytest.mark.parametrize("is_ln", [False, True])
-@pytest.mark.parametrize("cfg", [(1, 4, False, False, True), (2, 4, True, True, True), (1, 4, True, False, False),
-                                 (3, 4, False, True, True)])
-def test_norm_backward_launch_variants(is_ln, cfg):
-    """Every backward launch setting (programs per SM, warps, partials in global, reloaded w, prefetch)."""
+@pytest.mark.parametrize("variant", BWD_VARIANTS, ids=lambda v: f"{v[0]}{v[1]}{sorted(v[2].items())}")
+def test_norm_backward_launch_variants(is_ln, variant):
+    """Every backward launch setting: whole rows (programs per SM, partials in global, reloaded w, prefetch)
+    and chunked rows (chunks that do not divide the row, several rows per step, a ragged last step)."""
+    impl = _impl("rms_norm")
+    kind, args, kwargs = variant
+    cfg = getattr(impl, kind)(*args, **kwargs)
     impl = _impl("rms_norm")
     rows, hidden = 37, 200
     gen = torch.Generator().manual_seed(5)
@@ -226,13 +236,8 @@ def test_norm_backward_launch_variants(is_ln, cfg):
     w = torch.randn(hidden, generator=gen) * 0.1 + 1.0
     b = torch.randn(hidden, generator=gen) * 0.1
     dy = torch.randn(rows, hidden, generator=gen)
-    key = (is_ln, triton.next_power_of_2(hidden))
-    impl.BWD_CONFIG[key] = cfg
-    try:
-        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
-    finally:
-        impl.BWD_CONFIG.pop(key)
+    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
+    dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
     xr, wr, br = (t.double().requires_grad_(True) for t in (x, w, b))
     if is_ln:
         ref = torch.nn.functional.layer_norm(xr, (hidden,), wr, br, 1e-6)
@@ -241,3 +246,52 @@ def test_norm_backward_launch_variants(is_ln, cfg):
     ref.backward(dy.double())
     for got, want in [(dx, xr.grad), (dw, wr.grad)] + ([(db, br.grad)] if is_ln else []):
         assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fuse_gate_up", [True, False])
+@pytest.mark.parametrize("save_h", [True, False])
+@pytest.mark.parametrize("kernel", ["geglu", "swiglu"])
+def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
+    """Every way of putting the MLP together (one or two gate/up GEMMs, h saved or recomputed) matches the
+    reference in outputs and every gradient, and repeated backward passes over one graph agree."""
+    impl = _impl(kernel)
+    geglu = _impl("geglu")
+    monkeypatch.setitem(geglu.MLP_OPTIONS, "fuse_gate_up", fuse_gate_up)
+    monkeypatch.setitem(geglu.MLP_OPTIONS, "save_h", save_h)
+    params = {"batch": 2, "seq": 5, "hidden": 48, "intermediate": 1100}
+    result = check_correctness(impl, ["kernelindex"], params, "fp32", "cpu", seeds=SEEDS)["kernelindex"]
+    assert result["status"] == "passed", result.get("reason")
+    for kind in ("outputs", "gradients"):
+        for name, v in result[kind].items():
+            assert v["rel_error"] < 1e-5, (kind, name, v)
+    inputs = impl.make_inputs(params, "fp32", 3, "cpu")
+    built = impl.build("kernelindex", inputs, params)
+    (y,) = built.fn()
+    dy = torch.randn_like(y)
+    grads = []
+    for _ in range(2):
+        torch.autograd.backward([y], [dy], retain_graph=True)
+        grads.append({k: v.grad.clone() for k, v in built.leaves.items()})
+        for v in built.leaves.values():
+            v.grad = None
+    for k in grads[0]:
+        assert torch.equal(grads[0][k], grads[1][k]), k
+
+
+@pytest.mark.parametrize("is_ln", [False, True])
+@pytest.mark.parametrize("cfg", [(1, 4), (4, 4), (1, 4, True)], ids=["row-tile", "4-rows", "1d-row"])
+def test_norm_forward_launch_variants(is_ln, cfg):
+    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel)."""
+    impl = _impl("rms_norm")
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(13, 300, generator=gen)
+    w = torch.randn(300, generator=gen) * 0.1 + 1.0
+    b = torch.randn(300, generator=gen) * 0.1
+    y, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cfg)
+    xd = x.double()
+    if is_ln:
+        want = torch.nn.functional.layer_norm(xd, (300,), w.double(), b.double(), 1e-6)
+        assert torch.allclose(mean.double(), xd.mean(-1), atol=1e-6)
+    else:
+        want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+    assert torch.allclose(y.double(), want, rtol=1e-5, atol=1e-5)

@@ -1,9 +1,10 @@
 """GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
 
 KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, one Triton kernel for
-the gated activation in each direction. Only x and the gate/up projections are saved: the backward
-kernel recomputes the activation (writing it over dh, for the w_down gradient) while it produces
-d(gate) and d(up), and dx is one GEMM plus one accumulating GEMM (addmm_, no separate add).
+the gated activation in each direction. Gate and up come from one GEMM against [w_gate; w_up]; only x
+and that [gate | up] product are saved: the backward kernel recomputes the activation (writing it over
+dh, for the w_down gradient) while it writes d(gate) and d(up) side by side, so dx and both weight
+gradients are one GEMM each over K = 2 x intermediate (MLP_OPTIONS switches either choice).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
 The same code serves SwiGLU (``ACT_SILU``).
 """
@@ -97,33 +98,35 @@ def _act_and_grad(g, ACT: tl.constexpr):
 
 
 @triton.jit
-def _glu_fwd_kernel(g_ptr, u_ptr, h_ptr, n_rows, inter, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
+def _glu_fwd_kernel(g_ptr, u_ptr, h_ptr, n_rows, inter, gu_stride, ACT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < inter)
-    off = rows[:, None].to(tl.int64) * inter + cols[None, :]
-    g = tl.load(g_ptr + off, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(u_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    r64 = rows[:, None].to(tl.int64)
+    g = tl.load(g_ptr + r64 * gu_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + r64 * gu_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     a, _ = _act_and_grad(g, ACT)
-    tl.store(h_ptr + off, (a * u).to(h_ptr.dtype.element_ty), mask=mask)
+    tl.store(h_ptr + r64 * inter + cols[None, :], (a * u).to(h_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _glu_bwd_kernel(g_ptr, u_ptr, dh_ptr, dg_ptr, du_ptr, n_rows, inter, ACT: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Reads g, u, dh; writes h (over dh, element by element), d gate and d up."""
+def _glu_bwd_kernel(g_ptr, u_ptr, dh_ptr, dg_ptr, du_ptr, n_rows, inter, gu_stride, dgu_stride, ACT: tl.constexpr,
+                    WRITE_H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Reads g, u, dh; writes d gate, d up and (WRITE_H) h over dh, element by element."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < inter)
-    off = rows[:, None].to(tl.int64) * inter + cols[None, :]
-    g = tl.load(g_ptr + off, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(u_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    r64 = rows[:, None].to(tl.int64)
+    off = r64 * inter + cols[None, :]
+    g = tl.load(g_ptr + r64 * gu_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + r64 * gu_stride + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     dh = tl.load(dh_ptr + off, mask=mask, other=0.0).to(tl.float32)
     a, da = _act_and_grad(g, ACT)
-    tl.store(dh_ptr + off, (a * u).to(dh_ptr.dtype.element_ty), mask=mask)
-    tl.store(dg_ptr + off, (dh * u * da).to(dg_ptr.dtype.element_ty), mask=mask)
-    tl.store(du_ptr + off, (dh * a).to(du_ptr.dtype.element_ty), mask=mask)
+    if WRITE_H:
+        tl.store(dh_ptr + off, (a * u).to(dh_ptr.dtype.element_ty), mask=mask)
+    tl.store(dg_ptr + r64 * dgu_stride + cols[None, :], (dh * u * da).to(dg_ptr.dtype.element_ty), mask=mask)
+    tl.store(du_ptr + r64 * dgu_stride + cols[None, :], (dh * a).to(du_ptr.dtype.element_ty), mask=mask)
 
 
 _BLOCK_M, _BLOCK_N, _WARPS = 4, 1024, 8
@@ -132,60 +135,90 @@ _BLOCK_M, _BLOCK_N, _WARPS = 4, 1024, 8
 _FWD = CachedLaunch(_glu_fwd_kernel)
 _BWD = CachedLaunch(_glu_bwd_kernel)
 
+# How the MLP is put together (the fastest on one H200 at the seed and SwiGLU sizes; see
+# docs/rerun-notes.md). fuse_gate_up: one GEMM against [w_gate; w_up] (concatenated on every call) for
+# gate and up, one K=2I GEMM for dx and one for both weight gradients, instead of two each.
+# save_h: keep the activation product from the forward pass (one more N x I tensor alive between the
+# passes) instead of recomputing it in the backward kernel.
+MLP_OPTIONS = {"fuse_gate_up": True, "save_h": False}
+
 
 def _grid(n_rows, inter):
     return (triton.cdiv(n_rows, _BLOCK_M), triton.cdiv(inter, _BLOCK_N))
 
 
 def glu_forward(g: torch.Tensor, u: torch.Tensor, act: int) -> torch.Tensor:
+    """h = act(g) * u; g and u are [N, I] with unit column stride and a shared row stride."""
     n_rows, inter = g.shape
-    h = torch.empty_like(g)
-    _FWD(_grid(n_rows, inter), (g.dtype, g.device.index, n_rows, inter, act),
-         (g, u, h, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(g, u, h))
+    h = torch.empty((n_rows, inter), dtype=g.dtype, device=g.device)
+    stride = g.stride(0)
+    _FWD(_grid(n_rows, inter), (g.dtype, g.device.index, n_rows, inter, stride, act),
+         (g, u, h, n_rows, inter, stride, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(g, u, h))
     return h
 
 
-def glu_backward(g: torch.Tensor, u: torch.Tensor, dh: torch.Tensor, act: int):
-    """Returns (h, dg, du); h is written over dh's storage."""
+def glu_backward(g: torch.Tensor, u: torch.Tensor, dh: torch.Tensor, act: int, dg: torch.Tensor,
+                 du: torch.Tensor, write_h: bool = True) -> None:
+    """Writes d gate into dg, d up into du (both [N, I], shared row stride) and, if asked, h over dh."""
     n_rows, inter = dh.shape
-    dg, du = torch.empty_like(g), torch.empty_like(u)
-    _BWD(_grid(n_rows, inter), (g.dtype, g.device.index, n_rows, inter, act),
-         (g, u, dh, dg, du, n_rows, inter, act, _BLOCK_M, _BLOCK_N), _WARPS, tensors=(g, u, dh, dg, du))
-    return dh, dg, du
+    gs, ds = g.stride(0), dg.stride(0)
+    _BWD(_grid(n_rows, inter), (g.dtype, g.device.index, n_rows, inter, gs, ds, act, write_h),
+         (g, u, dh, dg, du, n_rows, inter, gs, ds, act, write_h, _BLOCK_M, _BLOCK_N), _WARPS,
+         tensors=(g, u, dh, dg, du))
 
 
 class KernelIndexGatedMLP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_gate, w_up, w_down, act):
-        hidden = x.shape[-1]
+        hidden, inter = x.shape[-1], w_gate.shape[0]
         x2 = x.reshape(-1, hidden)
         if not x2.is_contiguous():
             x2 = x2.contiguous()
-        g = F.linear(x2, w_gate)
-        u = F.linear(x2, w_up)
+        fuse, save_h = MLP_OPTIONS["fuse_gate_up"], MLP_OPTIONS["save_h"]
+        if fuse:
+            w_gu = torch.cat([w_gate, w_up], 0)
+            gu = F.linear(x2, w_gu)
+            g, u = gu[:, :inter], gu[:, inter:]
+        else:
+            w_gu, g, u = None, F.linear(x2, w_gate), F.linear(x2, w_up)
+            gu = None
         h = glu_forward(g, u, act)
         y = F.linear(h, w_down)
-        ctx.save_for_backward(x2, w_gate, w_up, w_down, g, u)
-        ctx.act = act
+        saved = (gu,) if fuse else (g, u)
+        ctx.save_for_backward(x2, w_gate, w_up, w_gu, w_down, h if save_h else None, *saved)
+        ctx.act, ctx.fuse = act, fuse
         ctx.x_shape = x.shape
         return y.view(*x.shape[:-1], w_down.shape[0])
 
     @staticmethod
     def backward(ctx, dy):
-        x2, w_gate, w_up, w_down, g, u = ctx.saved_tensors
+        x2, w_gate, w_up, w_gu, w_down, h, *saved = ctx.saved_tensors
+        inter = w_gate.shape[0]
         dy2 = dy.reshape(-1, dy.shape[-1])
         if not dy2.is_contiguous():
             dy2 = dy2.contiguous()
         dh = dy2 @ w_down
-        h, dg, du = glu_backward(g, u, dh, ctx.act)
+        g, u = (saved[0][:, :inter], saved[0][:, inter:]) if ctx.fuse else saved
+        dgu = torch.empty((dh.shape[0], 2 * inter), dtype=dh.dtype, device=dh.device) if ctx.fuse else None
+        dg, du = (dgu[:, :inter], dgu[:, inter:]) if ctx.fuse else (torch.empty_like(dh), torch.empty_like(dh))
+        glu_backward(g, u, dh, ctx.act, dg, du, write_h=h is None)
+        if h is None:
+            h = dh  # the kernel wrote h over dh
         need = ctx.needs_input_grad
-        dx = None
-        if need[0]:
-            dx = torch.mm(dg, w_gate)
-            dx.addmm_(du, w_up)
-            dx = dx.view(ctx.x_shape)
-        dw_gate = dg.t() @ x2 if need[1] else None
-        dw_up = du.t() @ x2 if need[2] else None
+        dx = dw_gate = dw_up = None
+        if ctx.fuse:
+            if need[0]:
+                dx = (dgu @ w_gu).view(ctx.x_shape)
+            if need[1] or need[2]:
+                dw_gu = dgu.t() @ x2
+                dw_gate, dw_up = dw_gu[:inter], dw_gu[inter:]
+        else:
+            if need[0]:
+                dx = torch.mm(dg, w_gate)
+                dx.addmm_(du, w_up)
+                dx = dx.view(ctx.x_shape)
+            dw_gate = dg.t() @ x2 if need[1] else None
+            dw_up = du.t() @ x2 if need[2] else None
         dw_down = dy2.t() @ h if need[3] else None
         return dx, dw_gate, dw_up, dw_down, None
 
