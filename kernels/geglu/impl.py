@@ -2,9 +2,9 @@
 
 KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, one Triton kernel for
 the gated activation in each direction. Gate and up come from one GEMM against [w_gate; w_up]; only x
-and that [gate | up] product are saved: the backward kernel recomputes the activation (writing it over
-dh, for the w_down gradient) while it writes d(gate) and d(up) side by side, so dx and both weight
-gradients are one GEMM each over K = 2 x intermediate (MLP_OPTIONS switches either choice).
+that [gate | up] product and the activation product h are saved, so the backward kernel only writes
+d(gate) and d(up), side by side, and dx and both weight gradients are one GEMM each over 2 x
+intermediate (MLP_OPTIONS switches either choice: two GEMMs each, or h recomputed over dh).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
 The same code serves SwiGLU (``ACT_SILU``).
 """
@@ -140,7 +140,7 @@ _BWD = CachedLaunch(_glu_bwd_kernel)
 # gate and up, one K=2I GEMM for dx and one for both weight gradients, instead of two each.
 # save_h: keep the activation product from the forward pass (one more N x I tensor alive between the
 # passes) instead of recomputing it in the backward kernel.
-MLP_OPTIONS = {"fuse_gate_up": True, "save_h": False}
+MLP_OPTIONS = {"fuse_gate_up": True, "save_h": True}
 
 
 def _grid(n_rows, inter):

@@ -70,13 +70,15 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
     col_ok = cols < n_cols
     mask = (rows[:, None] < n_rows) & col_ok[None, :]
     off = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
-    x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    # The parameters are loaded first: their (cache-hit) loads then never wait behind the row's reductions.
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if IS_LN:
+        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
     if IS_LN:
         mean = tl.sum(x, axis=1) / n_cols
         xc = tl.where(mask, x - mean[:, None], 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
-        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         y = xc * rstd[:, None] * w[None, :] + b[None, :]
         tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
     else:
@@ -93,13 +95,14 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
-    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if IS_LN:
+        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         mean = tl.sum(x, axis=0) / n_cols
         xc = tl.where(col_ok, x - mean, 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
-        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         y = xc * rstd * w + b
         tl.store(mean_ptr + row, mean)
     else:
@@ -181,91 +184,24 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
             tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
 
 
-@triton.jit
-def _norm_bwd_chunked_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                             n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_R: tl.constexpr,
-                             CHUNK: tl.constexpr):
-    """Wide rows. Each program walks its contiguous rows BLOCK_R at a time, in two sweeps over column chunks:
-    the first streams x and dy from memory and forms the row sums (the loop's loads are pipelined, so many
-    chunks are in flight while the sums accumulate); the second re-reads the same chunks (now cache hits),
-    writes dx and adds the rows' dW (dB) contributions into the program's own, cache-resident row of the
-    partials buffer. Nothing row-long is held in registers, so no row of loads waits on a reduction."""
-    pid = tl.program_id(0)
-    row0 = pid * rows_per_prog
-    row_end = tl.minimum(row0 + rows_per_prog, n_rows)
-    r = tl.arange(0, BLOCK_R)
-    c = tl.arange(0, CHUNK)
-    p_base = pid.to(tl.int64) * n_cols
-    for start in range(row0, row_end, BLOCK_R):
-        rows = start + r
-        row_ok = rows < row_end
-        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        if IS_LN:
-            mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
-        else:
-            mean = tl.zeros((BLOCK_R,), tl.float32)
-        base = rows.to(tl.int64)[:, None] * n_cols
-        s1 = tl.zeros((BLOCK_R,), tl.float32)
-        s2 = tl.zeros((BLOCK_R,), tl.float32)
-        for c0 in range(0, n_cols, CHUNK):
-            cols = c0 + c
-            col_ok = cols < n_cols
-            m = row_ok[:, None] & col_ok[None, :]
-            x = tl.load(x_ptr + base + cols[None, :], mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            dy = tl.load(dy_ptr + base + cols[None, :], mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
-            wdy = w[None, :] * dy
-            s1 += tl.sum(xhat * wdy, axis=1)
-            if IS_LN:
-                s2 += tl.sum(wdy, axis=1)
-        c1 = s1 / n_cols
-        c2 = s2 / n_cols
-        # The first step writes the partials row, later steps add to it.
-        acc_cols = tl.where(start > row0, n_cols, 0)
-        for c0 in range(0, n_cols, CHUNK):
-            cols = c0 + c
-            col_ok = cols < n_cols
-            m = row_ok[:, None] & col_ok[None, :]
-            x = tl.load(x_ptr + base + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            dy = tl.load(dy_ptr + base + cols[None, :], mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            xhat = tl.where(m, (x - mean[:, None]) * rstd[:, None], 0.0)
-            wdy = w[None, :] * dy
-            dx = (wdy - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
-            tl.store(dx_ptr + base + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=m)
-            p_ok = cols < acc_cols
-            pw = tl.sum(dy * xhat, axis=0) + tl.load(dw_part_ptr + p_base + cols, mask=p_ok, other=0.0)
-            tl.store(dw_part_ptr + p_base + cols, pw, mask=col_ok)
-            if IS_LN:
-                pb = tl.sum(dy, axis=0) + tl.load(db_part_ptr + p_base + cols, mask=p_ok, other=0.0)
-                tl.store(db_part_ptr + p_base + cols, pb, mask=col_ok)
-
-
 _FWD = CachedLaunch(_norm_fwd_kernel)
 _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
-_BWD_CHUNKED = CachedLaunch(_norm_bwd_chunked_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
-# _fwd_meta / _bwd_meta. Forward: (rows per program, num_warps). Backward: programs per SM and num_warps,
-# then either the whole-row kernel's switches (partial sums in global memory, re-read w per row,
-# prefetch the next row) or the chunked kernel's (chunk length, rows per step, pipeline stages). The
-# entries are the fastest of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at
-# 4096 rows; ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
+# _fwd_meta / _bwd_meta. Forward: (rows per program, num_warps[, True for the 1-D one-row kernel]).
+# Backward: programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch the
+# next row. The entries are the fastest of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32
+# LayerNorm at 4096 rows; ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 FWD_CONFIG: dict = {
-    (False, 1024): (2, 4), (False, 4096): (1, 4), (False, 16384): (1, 16),
-    (True, 1024): (1, 4), (True, 4096): (1, 8), (True, 16384): (1, 16),
+    (False, 1024): (2, 4), (False, 4096): (1, 4), (False, 16384): (1, 8),
+    (True, 1024): (1, 4), (True, 4096): (1, 4), (True, 16384): (1, 16, True),
 }
 
 
 def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False) -> dict:
     return {"per_sm": per_sm, "num_warps": num_warps, "acc_in_global": acc_in_global, "reload_w": reload_w,
             "prefetch": prefetch}
-
-
-def chunked(per_sm, num_warps, chunk, block_r=1, num_stages=2) -> dict:
-    return {"per_sm": per_sm, "num_warps": num_warps, "chunk": chunk, "block_r": block_r, "num_stages": num_stages}
 
 
 BWD_CONFIG: dict = {
@@ -291,11 +227,9 @@ def _bwd_meta(n_cols, is_ln=False) -> tuple[int, dict]:
     cfg = BWD_CONFIG.get((bool(is_ln), block_n))
     if cfg is not None:
         return block_n, cfg
-    if block_n >= 16384:
-        return block_n, chunked(1, 16, 2048)
-    per_sm = 4 if block_n <= 4096 else 2
+    per_sm = 4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)
     num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
-    return block_n, whole_row(per_sm, num_warps, reload_w=block_n >= 8192)
+    return block_n, whole_row(per_sm, num_warps, acc_in_global=block_n >= 16384, reload_w=block_n >= 8192)
 
 
 _SM_COUNT = {}
@@ -342,12 +276,8 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     db_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
     tensors = (dy2, x2, w, mean, rstd, dx, dw_part, db_part)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
-    if "chunk" in cfg:
-        _BWD_CHUNKED((n_prog,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, cfg["block_r"], cfg["chunk"]),
-                     cfg["num_warps"], tensors=tensors, num_stages=cfg["num_stages"])
-    else:
-        _BWD((n_prog,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
-                                        cfg["acc_in_global"], cfg["prefetch"]), cfg["num_warps"], tensors=tensors)
+    _BWD((n_prog,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
+                                    cfg["acc_in_global"], cfg["prefetch"]), cfg["num_warps"], tensors=tensors)
     # Column sums over the per-program partials: torch's reduction splits the long axis across blocks.
     dw = dw_part.sum(0).to(w.dtype)
     db = db_part.sum(0).to(w.dtype) if is_ln else None

@@ -1,0 +1,212 @@
+"""Launch-setting sweep for KernelIndex's kernels on the GPU at hand: ``python -m kernelindex_pipeline.gpu.tune``.
+
+Times candidate settings of the norm kernels (``FWD_CONFIG`` / ``BWD_CONFIG`` values of
+``kernels.rms_norm.impl``) and of the gated-MLP assembly (``MLP_OPTIONS`` of ``kernels.geglu.impl``) on the
+rerun targets' shapes, beside Liger-Kernel, with the protocol's timer (CUDA events after an L2 flush and a
+GPU spin). Every candidate's results are first checked against the committed setting's. Prints one line
+per candidate and the fastest per (kernel, shape, pass); ``--out`` also writes them as JSON. Nothing is
+changed in the repository: the winners are copied into the config tables by hand, then measured by the
+bench under the full protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+
+NORM_SHAPES = [  # (kernel, is_ln, rows, hidden, dtype): the rerun targets' norm workloads
+    ("rms_norm", False, 2048, 1024, "bf16"), ("rms_norm", False, 2048, 4096, "bf16"),
+    ("rms_norm", False, 2048, 16384, "bf16"),
+    ("layer_norm", True, 4096, 1024, "fp32"), ("layer_norm", True, 4096, 4096, "fp32"),
+    ("layer_norm", True, 4096, 16384, "fp32"),
+]
+MLP_SHAPES = [
+    ("geglu", {"batch": 8, "seq": 8192, "hidden": 4096, "intermediate": 11008}),
+    ("swiglu", {"batch": 4, "seq": 8192, "hidden": 4096, "intermediate": 11008}),
+]
+
+
+def forward_candidates(hidden: int) -> list[tuple]:
+    warps = [4, 8, 16, 32] if hidden >= 4096 else [2, 4, 8]
+    return ([(1, w, True) for w in warps] + [(1, w) for w in warps]
+            + ([(2, w) for w in (4, 8)] if hidden <= 4096 else []))
+
+
+def backward_candidates(impl, hidden: int) -> list[dict]:
+    grid = itertools.product([1, 2] if hidden >= 16384 else [1, 2, 4, 8], [8, 16] if hidden >= 4096 else [4, 8],
+                             [False, True], [False, True])
+    return [impl.whole_row(per_sm, w, acc_in_global=g, reload_w=r, prefetch=hidden < 16384)
+            for per_sm, w, g, r in grid]
+
+
+def _time_us(fn, flush) -> float:
+    from kernelindex_pipeline.gpu.timing import Timed
+
+    t = Timed(fn, (), flush).calibrate(warmup_ms=5, rep_ms=40, min_reps=10, max_reps=200)
+    t.run(t.n_rep)
+    return t.stats()["median"] / 1e3
+
+
+def _close(got, want, dtype) -> bool:
+    import torch
+
+    tol = 2e-2 if dtype == "bf16" else 1e-4
+    return all(torch.allclose(g.float(), w.float(), rtol=tol, atol=tol) for g, w in zip(got, want) if w is not None)
+
+
+def sweep_norms(log, backward: bool = True) -> list[dict]:
+    import torch
+
+    from kernels._impl_common import torch_dtype
+    from kernels.rms_norm import impl
+
+    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    rows_out = []
+    for kernel, is_ln, rows, hidden, dtype in NORM_SHAPES:
+        gen = torch.Generator(device="cuda").manual_seed(1)
+        td = torch_dtype(dtype)
+        x = torch.randn(rows, hidden, device="cuda", generator=gen).to(td)
+        w = (torch.randn(hidden, device="cuda", generator=gen) * 0.1 + 1).to(td)
+        b = (torch.randn(hidden, device="cuda", generator=gen) * 0.1).to(td)
+        dy = torch.randn(rows, hidden, device="cuda", generator=gen).to(td)
+        shape = f"{kernel} {rows}x{hidden} {dtype}"
+
+        def emit(kind, cand, us, ok=True):
+            rows_out.append({"shape": shape, "pass": kind, "candidate": cand, "us": round(us, 2), "ok": ok})
+            log(f"{shape:<28} {kind:<9} {str(cand):<70} {us:9.2f} us{'' if ok else '  WRONG'}")
+
+        liger = _liger_norm(is_ln, hidden, td, w, b)
+        if liger is not None:
+            emit("forward", "liger", _time_us(lambda: liger(x), flush))
+            xl = x.detach().clone().requires_grad_(True)
+            yl = liger(xl)
+            emit("backward", "liger", _time_us(lambda: torch.autograd.backward([yl], [dy], retain_graph=True), flush))
+            del xl, yl
+        want = impl.norm_forward(x, w, b, 1e-6, is_ln)
+        emit("forward", "committed", _time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
+        for cand in forward_candidates(hidden):
+            got = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cand)
+            emit("forward", cand, _time_us(lambda c=cand: impl.norm_forward(x, w, b, 1e-6, is_ln, config=c), flush),
+                 _close(got, want, dtype))
+        _, mean, rstd = want
+        want_b = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
+        emit("backward", "committed", _time_us(lambda: impl.norm_backward(dy, x, w, mean, rstd, is_ln), flush))
+        for cand in backward_candidates(impl, hidden) if backward else []:
+            try:
+                got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cand)
+            except Exception as exc:  # noqa: BLE001 - a setting that does not compile is skipped
+                log(f"{shape:<28} backward  {cand} failed: {str(exc).splitlines()[0][:120]}")
+                continue
+            emit("backward", cand, _time_us(lambda c=cand: impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=c),
+                                         flush), _close(got, want_b, dtype))
+        torch.cuda.empty_cache()
+    return rows_out
+
+
+def _liger_norm(is_ln, hidden, td, w, b):
+    import torch
+
+    try:
+        if is_ln:
+            from liger_kernel.transformers.layer_norm import LigerLayerNorm as cls
+        else:
+            from liger_kernel.transformers.rms_norm import LigerRMSNorm as cls
+    except Exception:  # noqa: BLE001
+        return None
+    module = (cls(hidden, eps=1e-6) if is_ln else cls(hidden_size=hidden, eps=1e-6)).to(device="cuda", dtype=td)
+    with torch.no_grad():
+        module.weight.copy_(w)
+        if is_ln:
+            module.bias.copy_(b)
+    return module
+
+
+def sweep_mlps(log) -> list[dict]:
+    """Each MLP_OPTIONS combination beside Liger, repetitions interleaved as in the bench."""
+    import importlib
+
+    import torch
+
+    from kernels._impl_common import as_tuple
+    from kernels.geglu import impl as geglu
+    from kernelindex_pipeline.gpu.bench import _prepare, _release
+    from kernelindex_pipeline.gpu.timing import time_interleaved
+
+    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    combos = [{"fuse_gate_up": f, "save_h": s} for f in (True, False) for s in (False, True)]
+    rows_out = []
+    committed = dict(geglu.MLP_OPTIONS)
+    for kernel, params in MLP_SHAPES:
+        impl = importlib.import_module(f"kernels.{kernel}.impl")
+        target = {"kernel": kernel, "params": params, "dtype": "bf16"}
+        for mode in ("forward", "backward"):
+            passes, keep = {}, []
+            for name, opts in [("liger", None)] + [(json.dumps(c), c) for c in combos]:
+                if opts is not None:
+                    geglu.MLP_OPTIONS.update(opts)
+                st = _prepare(impl, target, "liger" if opts is None else "kernelindex")
+                built, dys = st["built"], st["dys"]
+                if mode == "forward":
+                    def fn(built=built, opts=opts):
+                        if opts is not None:
+                            geglu.MLP_OPTIONS.update(opts)
+                        built.fn()
+                else:
+                    outs = as_tuple(built.fn())
+
+                    def fn(outs=outs, dys=dys):
+                        torch.autograd.backward(outs, dys, retain_graph=True)
+                keep.append(st)
+                passes[name] = (fn, st["leaves"])
+            for name, stats in time_interleaved(passes, flush).items():
+                us = stats["median"] / 1e3
+                rows_out.append({"shape": f"{kernel} {params}", "pass": mode, "candidate": name, "us": us, "ok": True})
+                log(f"{kernel:<8} {mode:<9} {name:<48} {us / 1e3:9.3f} ms")
+            del passes, keep
+            geglu.MLP_OPTIONS.update(committed)
+            _release()
+    return rows_out
+
+
+def best(rows: list[dict]) -> list[str]:
+    lines, groups = [], {}
+    for r in rows:
+        if r["ok"] and r["candidate"] != "liger":
+            groups.setdefault((r["shape"], r["pass"]), []).append(r)
+    liger = {(r["shape"], r["pass"]): r["us"] for r in rows if r["candidate"] == "liger"}
+    for key, rs in groups.items():
+        top = min(rs, key=lambda r: r["us"])
+        com = next((r["us"] for r in rs if r["candidate"] == "committed"), None)
+        lines.append(f"BEST {key[0]:<28} {key[1]:<9} {str(top['candidate']):<70} {top['us']:9.2f} us"
+                     f" (committed {com}, liger {liger.get(key)})")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["norms", "mlps"], default=None)
+    ap.add_argument("--no-backward", action="store_true", help="norms: forward settings only")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    from kernelindex_pipeline.gpu.bench import NO_CUDA_MESSAGE, cuda_available
+
+    if not cuda_available():
+        print(NO_CUDA_MESSAGE, file=sys.stderr)
+        return 2
+    rows = []
+    if args.only in (None, "norms"):
+        rows += sweep_norms(lambda m: print(m, flush=True), backward=not args.no_backward)
+    if args.only in (None, "mlps"):
+        rows += sweep_mlps(lambda m: print(m, flush=True))
+    for line in best(rows):
+        print(line)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(rows, fh, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
