@@ -254,7 +254,7 @@ def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
     reference in outputs and every gradient, and repeated backward passes over one graph agree."""
     impl = _impl(kernel)
     geglu = _impl("geglu")
-    monkeypatch.setitem(geglu.MLP_OPTIONS, "fuse_gate_up", fuse_gate_up)
+    monkeypatch.setitem(geglu.MLP_OPTIONS, "fuse_min_tokens", 0 if fuse_gate_up else 2**62)
     monkeypatch.setitem(geglu.MLP_OPTIONS, "save_h", save_h)
     params = {"batch": 2, "seq": 5, "hidden": 48, "intermediate": 1100}
     result = check_correctness(impl, ["kernelindex"], params, "fp32", "cpu", seeds=SEEDS)["kernelindex"]

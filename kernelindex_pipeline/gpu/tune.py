@@ -135,7 +135,7 @@ def sweep_mlps(log) -> list[dict]:
     from kernelindex_pipeline.gpu.timing import time_interleaved
 
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
-    combos = [{"fuse_gate_up": f, "save_h": s} for f in (True, False) for s in (False, True)]
+    combos = [{"fuse_min_tokens": f, "save_h": s} for f in (0, 2**62) for s in (False, True)]
     rows_out = []
     committed = dict(geglu.MLP_OPTIONS)
     for kernel, params in MLP_SHAPES:

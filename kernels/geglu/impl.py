@@ -4,7 +4,7 @@ KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, on
 the gated activation in each direction. Gate and up come from one GEMM against [w_gate; w_up]; only x
 that [gate | up] product and the activation product h are saved, so the backward kernel only writes
 d(gate) and d(up), side by side, and dx and both weight gradients are one GEMM each over 2 x
-intermediate (MLP_OPTIONS switches either choice: two GEMMs each, or h recomputed over dh).
+intermediate (below it: two GEMMs each; MLP_OPTIONS["save_h"] off: h recomputed over dh).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
 The same code serves SwiGLU (``ACT_SILU``).
 """
@@ -135,12 +135,14 @@ _BLOCK_M, _BLOCK_N, _WARPS = 4, 1024, 8
 _FWD = CachedLaunch(_glu_fwd_kernel)
 _BWD = CachedLaunch(_glu_bwd_kernel)
 
-# How the MLP is put together (the fastest on one H200 at the seed and SwiGLU sizes; see
-# docs/rerun-notes.md). fuse_gate_up: one GEMM against [w_gate; w_up] (concatenated on every call) for
-# gate and up, one K=2I GEMM for dx and one for both weight gradients, instead of two each.
-# save_h: keep the activation product from the forward pass (one more N x I tensor alive between the
-# passes) instead of recomputing it in the backward kernel.
-MLP_OPTIONS = {"fuse_gate_up": True, "save_h": True}
+# How the MLP is put together (the fastest on one H200 at the geglu and swiglu rerun sizes; see
+# docs/rerun-notes.md). Gate/up fusion: one GEMM against [w_gate; w_up] for gate and up, one GEMM over
+# K = 2I for dx and one for both weight gradients, instead of two each. It pays for concatenating the
+# weights on every call, which is about 360 / tokens of the gate/up GEMM time at the measured copy and
+# matmul rates, so it is used from fuse_min_tokens tokens up (8192 tokens: 3% slower forward; 32768 and
+# 65536: 1-4% faster). save_h: keep the activation product from the forward pass (one more tokens x I
+# tensor alive between the passes) instead of recomputing it in the backward kernel.
+MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True}
 
 
 def _grid(n_rows, inter):
@@ -174,7 +176,7 @@ class KernelIndexGatedMLP(torch.autograd.Function):
         x2 = x.reshape(-1, hidden)
         if not x2.is_contiguous():
             x2 = x2.contiguous()
-        fuse, save_h = MLP_OPTIONS["fuse_gate_up"], MLP_OPTIONS["save_h"]
+        fuse, save_h = x2.shape[0] >= MLP_OPTIONS["fuse_min_tokens"], MLP_OPTIONS["save_h"]
         if fuse:
             w_gu = torch.cat([w_gate, w_up], 0)
             gu = F.linear(x2, w_gu)
