@@ -1,8 +1,8 @@
 """GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
 
 KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, one Triton kernel for
-the gated activation in each direction. Gate and up come from one GEMM against [w_gate; w_up]; only x
-that [gate | up] product and the activation product h are saved, so the backward kernel only writes
+the gated activation in each direction. From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come
+from one GEMM against [w_gate; w_up]; x, that [gate | up] product and the activation product h are saved, so the backward kernel only writes
 d(gate) and d(up), side by side, and dx and both weight gradients are one GEMM each over 2 x
 intermediate (below it: two GEMMs each; MLP_OPTIONS["save_h"] off: h recomputed over dh).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
