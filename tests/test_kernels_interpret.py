@@ -293,3 +293,22 @@ def test_norm_forward_launch_variants(is_ln, cfg):
     else:
         want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
     assert torch.allclose(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
+    from kernelindex_pipeline.gpu import tune
+
+    rows = [{"shape": "s", "pass": "forward", "candidate": "committed", "us": 10.0, "ok": True},
+            {"shape": "s", "pass": "forward", "candidate": (1, 8), "us": 9.0, "ok": True},
+            {"shape": "s", "pass": "forward", "candidate": (1, 4), "us": 5.0, "ok": False},
+            {"shape": "s", "pass": "forward", "candidate": "liger", "us": 4.0, "ok": True}]
+    (line,) = tune.best(rows)
+    assert "(1, 8)" in line and "committed 10.0" in line and "liger 4.0" in line
+    impl = _impl("rms_norm")
+    for hidden in (1024, 4096, 16384):
+        for cand in tune.forward_candidates(hidden):
+            assert impl._fwd_meta(hidden, False, cand)[0] in (1, 2)
+        assert all(set(c) == set(impl.whole_row(1, 4)) for c in tune.backward_candidates(impl, hidden))
+    if not torch.cuda.is_available():
+        assert tune.main([]) == 2
+        assert "no CUDA device" in capsys.readouterr().err
