@@ -2,9 +2,10 @@
 
 KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, one Triton kernel for
 the gated activation in each direction. From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come
-from one GEMM against [w_gate; w_up]; x, that [gate | up] product and the activation product h are saved, so the backward kernel only writes
-d(gate) and d(up), side by side, and dx and both weight gradients are one GEMM each over 2 x
-intermediate (below it: two GEMMs each; MLP_OPTIONS["save_h"] off: h recomputed over dh).
+from one GEMM against [w_gate; w_up]; x, that [gate | up] product and the activation product h are
+saved, so the backward kernel only writes d(gate) and d(up), side by side, and dx and both weight
+gradients are one GEMM each over 2 x intermediate (below it: two GEMMs each; with
+MLP_OPTIONS["save_h"] off, h is recomputed over dh).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
 The same code serves SwiGLU (``ACT_SILU``).
 """
@@ -181,12 +182,12 @@ class KernelIndexGatedMLP(torch.autograd.Function):
             w_gu = torch.cat([w_gate, w_up], 0)
             gu = F.linear(x2, w_gu)
             g, u = gu[:, :inter], gu[:, inter:]
+            saved = (gu,)
         else:
             w_gu, g, u = None, F.linear(x2, w_gate), F.linear(x2, w_up)
-            gu = None
+            saved = (g, u)
         h = glu_forward(g, u, act)
         y = F.linear(h, w_down)
-        saved = (gu,) if fuse else (g, u)
         ctx.save_for_backward(x2, w_gate, w_up, w_gu, w_down, h if save_h else None, *saved)
         ctx.act, ctx.fuse = act, fuse
         ctx.x_shape = x.shape
