@@ -93,8 +93,9 @@ def ingest(sources: list[str]) -> dict:
 
     _progress(f"materializing {len(new) or len(listed)} upstream revision(s) through Dagster…")
     instance = _dagster_instance(wh)
-    known = set(instance.get_dynamic_partitions(upstream_revisions.name))
-    instance.add_dynamic_partitions(upstream_revisions.name, [r.key for r in listed if r.key not in known])
+    with wh.exclusive():  # two ingests at once must not both add the same partition keys
+        known = set(instance.get_dynamic_partitions(upstream_revisions.name))
+        instance.add_dynamic_partitions(upstream_revisions.name, [r.key for r in listed if r.key not in known])
     keys = list(instance.get_dynamic_partitions(upstream_revisions.name))
     start = keys.index(new[0]) if new else 0
     defs = build_definitions(locations=upstream.resolved_locations())

@@ -113,6 +113,10 @@ class Warehouse:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+    def exclusive(self):
+        """The writers' lock alone, for short writes beside the warehouse (the Dagster instance's partitions)."""
+        return self._lock()
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """One writer at a time; everything inside commits together or not at all."""
