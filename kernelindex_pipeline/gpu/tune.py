@@ -59,10 +59,11 @@ def _close(got, want, dtype) -> bool:
 def sweep_norms(log, backward: bool = True) -> list[dict]:
     import torch
 
-    from kernels._impl_common import torch_dtype
+    from kernels._impl_common import Unavailable, torch_dtype
     from kernels.rms_norm import impl
+    from kernelindex_pipeline.gpu.bench import impl_flush_elems, load_impl
 
-    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
     rows_out = []
     for kernel, is_ln, rows, hidden, dtype in NORM_SHAPES:
         gen = torch.Generator(device="cuda").manual_seed(1)
@@ -77,13 +78,15 @@ def sweep_norms(log, backward: bool = True) -> list[dict]:
             rows_out.append({"shape": shape, "pass": kind, "candidate": cand, "us": round(us, 2), "ok": ok})
             log(f"{shape:<28} {kind:<9} {str(cand):<70} {us:9.2f} us{'' if ok else '  WRONG'}")
 
-        liger = _liger_norm(is_ln, hidden, td, w, b)
+        try:
+            liger = load_impl(kernel).build("liger", {"x": x, "weight": w, "bias": b}, {"eps": 1e-6})
+        except Unavailable:
+            liger = None
         if liger is not None:
-            emit("forward", "liger", _time_us(lambda: liger(x), flush))
-            xl = x.detach().clone().requires_grad_(True)
-            yl = liger(xl)
-            emit("backward", "liger", _time_us(lambda: torch.autograd.backward([yl], [dy], retain_graph=True), flush))
-            del xl, yl
+            emit("forward", "liger", _time_us(liger.fn, flush))
+            outs = liger.fn()
+            emit("backward", "liger", _time_us(lambda: torch.autograd.backward(outs, [dy], retain_graph=True), flush))
+            del outs
         want = impl.norm_forward(x, w, b, 1e-6, is_ln)
         emit("forward", "committed", _time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
         for cand in forward_candidates(hidden):
@@ -105,24 +108,6 @@ def sweep_norms(log, backward: bool = True) -> list[dict]:
     return rows_out
 
 
-def _liger_norm(is_ln, hidden, td, w, b):
-    import torch
-
-    try:
-        if is_ln:
-            from liger_kernel.transformers.layer_norm import LigerLayerNorm as cls
-        else:
-            from liger_kernel.transformers.rms_norm import LigerRMSNorm as cls
-    except Exception:  # noqa: BLE001
-        return None
-    module = (cls(hidden, eps=1e-6) if is_ln else cls(hidden_size=hidden, eps=1e-6)).to(device="cuda", dtype=td)
-    with torch.no_grad():
-        module.weight.copy_(w)
-        if is_ln:
-            module.bias.copy_(b)
-    return module
-
-
 def sweep_mlps(log) -> list[dict]:
     """Each MLP_OPTIONS combination beside Liger, repetitions interleaved as in the bench."""
     import importlib
@@ -131,10 +116,10 @@ def sweep_mlps(log) -> list[dict]:
 
     from kernels._impl_common import as_tuple
     from kernels.geglu import impl as geglu
-    from kernelindex_pipeline.gpu.bench import _prepare, _release
+    from kernelindex_pipeline.gpu.bench import _prepare, _release, impl_flush_elems
     from kernelindex_pipeline.gpu.timing import time_interleaved
 
-    flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
+    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
     combos = [{"fuse_min_tokens": f, "save_h": s} for f in (0, 2**62) for s in (False, True)]
     rows_out = []
     committed = dict(geglu.MLP_OPTIONS)
