@@ -217,13 +217,14 @@ def test_shipped_evidence_records_pair_with_upstream_names():
 BWD_VARIANTS = [
     ("whole_row", (1, 4), dict(prefetch=True)), ("whole_row", (2, 4), dict(acc_in_global=True, reload_w=True, prefetch=True)),
     ("whole_row", (1, 4), dict(acc_in_global=True)), ("whole_row", (3, 4), dict(reload_w=True, prefetch=True)),
+    ("whole_row", (1, 4), dict(stages=2)), ("whole_row", (2, 4), dict(acc_in_global=True, stages=3)),
 ]
 
 
 @pytest.mark.parametrize("is_ln", [False, True])
 @pytest.mark.parametrize("variant", BWD_VARIANTS, ids=lambda v: f"{v[0]}{v[1]}{sorted(v[2].items())}")
 def test_norm_backward_launch_variants(is_ln, variant):
-    """Every backward launch setting (programs per SM, partials in global, reloaded w, prefetch)."""
+    """Every backward launch setting (programs per SM, partials in global, reloaded w, prefetch, pipelining)."""
     impl = _impl("rms_norm")
     kind, args, kwargs = variant
     cfg = getattr(impl, kind)(*args, **kwargs)
@@ -277,10 +278,14 @@ def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
 
 
 @pytest.mark.parametrize("is_ln", [False, True])
-@pytest.mark.parametrize("cfg", [(1, 4), (4, 4), (1, 4, True)], ids=["row-tile", "4-rows", "1d-row"])
+@pytest.mark.parametrize("cfg", [dict(rows=1), dict(rows=4), dict(rows=1, one_row=True),
+                                 dict(rows=2, per_sm=1, stages=2), dict(rows=1, one_row=True, per_sm=1, stages=3)],
+                         ids=["row-tile", "4-rows", "1d-row", "persistent-tiles", "persistent-1d-row"])
 def test_norm_forward_launch_variants(is_ln, cfg):
-    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel)."""
+    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel, persistent
+    grids walking the rows with a pipelined loop)."""
     impl = _impl("rms_norm")
+    cfg = impl.row_tiles(num_warps=4, **cfg)
     gen = torch.Generator().manual_seed(6)
     x = torch.randn(13, 300, generator=gen)
     w = torch.randn(300, generator=gen) * 0.1 + 1.0
@@ -299,15 +304,15 @@ def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
     from kernelindex_pipeline.gpu import tune
 
     rows = [{"shape": "s", "pass": "forward", "candidate": "committed", "us": 10.0, "ok": True},
-            {"shape": "s", "pass": "forward", "candidate": (1, 8), "us": 9.0, "ok": True},
-            {"shape": "s", "pass": "forward", "candidate": (1, 4), "us": 5.0, "ok": False},
+            {"shape": "s", "pass": "forward", "candidate": {"rows": 8}, "us": 9.0, "ok": True},
+            {"shape": "s", "pass": "forward", "candidate": {"rows": 4}, "us": 5.0, "ok": False},
             {"shape": "s", "pass": "forward", "candidate": "liger", "us": 4.0, "ok": True}]
     (line,) = tune.best(rows)
-    assert "(1, 8)" in line and "committed 10.0" in line and "liger 4.0" in line
+    assert "'rows': 8" in line and "committed 10.0" in line and "liger 4.0" in line
     impl = _impl("rms_norm")
     for hidden in (1024, 4096, 16384):
-        for cand in tune.forward_candidates(hidden):
-            assert impl._fwd_meta(hidden, False, cand)[0] in (1, 2)
+        for cand in tune.forward_candidates(impl, hidden):
+            assert set(cand) == set(impl.row_tiles(1, 4))
         assert all(set(c) == set(impl.whole_row(1, 4)) for c in tune.backward_candidates(impl, hidden))
     if not torch.cuda.is_available():
         assert tune.main([]) == 2

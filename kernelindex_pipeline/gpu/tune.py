@@ -28,17 +28,23 @@ MLP_SHAPES = [
 ]
 
 
-def forward_candidates(hidden: int) -> list[tuple]:
-    warps = [4, 8, 16, 32] if hidden >= 4096 else [2, 4, 8]
-    return ([(1, w, True) for w in warps] + [(1, w) for w in warps]
-            + ([(2, w) for w in (4, 8)] if hidden <= 4096 else []))
+def forward_candidates(impl, hidden: int) -> list[dict]:
+    """One program per tile, and persistent grids with a pipelined row loop, for 1-D and 2-D tiles."""
+    warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
+    rows = [1, 2, 4] if hidden <= 1024 else [1]
+    grid = [(0, 1), (1, 2), (2, 2), (4, 2), (2, 3)]
+    return [impl.row_tiles(r, w, one_row=one, per_sm=p, stages=s)
+            for r, w, one, (p, s) in itertools.product(rows, warps, [False, True], grid) if not (one and r > 1)]
 
 
 def backward_candidates(impl, hidden: int) -> list[dict]:
-    grid = itertools.product([1, 2] if hidden >= 16384 else [1, 2, 4, 8], [8, 16] if hidden >= 4096 else [4, 8],
-                             [False, True], [False, True])
-    return [impl.whole_row(per_sm, w, acc_in_global=g, reload_w=r, prefetch=hidden < 16384)
-            for per_sm, w, g, r in grid]
+    """Register-prefetched rows (the earlier kernels) and shared-memory pipelined rows (``stages``)."""
+    per_sm = [1] if hidden >= 16384 else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
+    warps = [16] if hidden >= 16384 else ([8, 16] if hidden >= 4096 else [4, 8])
+    in_global = [False, True] if hidden >= 16384 else [False]
+    loads = [(hidden < 16384, 1), (False, 2), (False, 3)]
+    return [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
+            for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)]
 
 
 def _time_us(fn, flush) -> float:
@@ -89,8 +95,12 @@ def sweep_norms(log, backward: bool = True) -> list[dict]:
             del outs
         want = impl.norm_forward(x, w, b, 1e-6, is_ln)
         emit("forward", "committed", _time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
-        for cand in forward_candidates(hidden):
-            got = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cand)
+        for cand in forward_candidates(impl, hidden):
+            try:
+                got = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cand)
+            except Exception as exc:  # noqa: BLE001 - a setting that does not compile (shared memory) is skipped
+                log(f"{shape:<28} forward   {cand} failed: {str(exc).splitlines()[0][:120]}")
+                continue
             emit("forward", cand, _time_us(lambda c=cand: impl.norm_forward(x, w, b, 1e-6, is_ln, config=c), flush),
                  _close(got, want, dtype))
         _, mean, rstd = want

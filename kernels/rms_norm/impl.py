@@ -64,58 +64,64 @@ def reference(inputs: dict, params: dict | None = None):
 
 @triton.jit
 def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps,
-                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    """Tiles of BLOCK_M rows, program p taking tiles p, p + grid, ... (one each when the grid covers them)."""
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
-    mask = (rows[:, None] < n_rows) & col_ok[None, :]
-    off = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
     # The parameters are loaded first: their (cache-hit) loads then never wait behind the row's reductions.
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
-    if IS_LN:
-        mean = tl.sum(x, axis=1) / n_cols
-        xc = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
-        y = xc * rstd[:, None] * w[None, :] + b[None, :]
-        tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
-    else:
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
-        y = x * rstd[:, None] * w[None, :]
-    tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
-    tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+    for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0), num_stages=STAGES):
+        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask = (rows[:, None] < n_rows) & col_ok[None, :]
+        off = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
+        x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
+        if IS_LN:
+            mean = tl.sum(x, axis=1) / n_cols
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+            y = xc * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
+        else:
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+            y = x * rstd[:, None] * w[None, :]
+        tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
+        tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
-                         BLOCK_N: tl.constexpr):
-    """One row per program as a 1-D tile (wide rows): the compiler spreads the row over every warp."""
-    row = tl.program_id(0).to(tl.int64)
+def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps, IS_LN: tl.constexpr,
+                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    """One row at a time as a 1-D tile (wide rows): the compiler spreads the row over every warp."""
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0).to(tl.float32)
-    if IS_LN:
-        mean = tl.sum(x, axis=0) / n_cols
-        xc = tl.where(col_ok, x - mean, 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
-        y = xc * rstd * w + b
-        tl.store(mean_ptr + row, mean)
-    else:
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        y = x * rstd * w
-    tl.store(rstd_ptr + row, rstd)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok)
+    pid, n_prog = tl.program_id(0), tl.num_programs(0)
+    for i in tl.range(0, tl.cdiv(n_rows - pid, n_prog), num_stages=STAGES):
+        row = (pid + i * n_prog).to(tl.int64)
+        off = row * n_cols + cols
+        x = tl.load(x_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
+        if IS_LN:
+            mean = tl.sum(x, axis=0) / n_cols
+            xc = tl.where(col_ok, x - mean, 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
+            y = xc * rstd * w + b
+            tl.store(mean_ptr + row, mean)
+        else:
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+            y = x * rstd * w
+        tl.store(rstd_ptr + row, rstd)
+        tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=col_ok)
 
 
 @triton.jit
 def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                      n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
-                     RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr, PREFETCH: tl.constexpr):
+                     RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr, PREFETCH: tl.constexpr,
+                     STAGES: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -133,7 +139,7 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
         ok0 = cols < tl.where(row0 < row_end, n_cols, 0)
         x_nxt = tl.load(x_ptr + off0, mask=ok0, other=0.0)
         dy_nxt = tl.load(dy_ptr + off0, mask=ok0, other=0.0)
-    for i in range(0, row_end - row0):
+    for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
         off = row.to(tl.int64) * n_cols + cols
         if PREFETCH:
@@ -189,20 +195,29 @@ _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
-# _fwd_meta / _bwd_meta. Forward: (rows per program, num_warps[, True for the 1-D one-row kernel]).
-# Backward: programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch the
-# next row. The entries are the fastest of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32
-# LayerNorm at 4096 rows; ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
-FWD_CONFIG: dict = {
-    (False, 1024): (2, 4), (False, 4096): (1, 4), (False, 16384): (1, 8),
-    (True, 1024): (1, 4), (True, 4096): (1, 4), (True, 16384): (1, 16, True),
-}
+# _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
+# programs per SM (0: one program per tile; otherwise a persistent grid walking the tiles) and the loop's
+# pipeline depth (``tl.range`` num_stages: the next tile's loads go to shared memory while this one
+# computes). Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w
+# per row, prefetch the next row in registers, pipeline depth. The entries are the fastest of a per-size
+# sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
+# ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
 
-def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False) -> dict:
+def row_tiles(rows, num_warps, one_row=False, per_sm=0, stages=1) -> dict:
+    return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "per_sm": per_sm,
+            "stages": stages}
+
+
+def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1) -> dict:
     return {"per_sm": per_sm, "num_warps": num_warps, "acc_in_global": acc_in_global, "reload_w": reload_w,
-            "prefetch": prefetch}
+            "prefetch": prefetch, "stages": stages}
 
+
+FWD_CONFIG: dict = {
+    (False, 1024): row_tiles(2, 4), (False, 4096): row_tiles(1, 4), (False, 16384): row_tiles(1, 8),
+    (True, 1024): row_tiles(1, 4), (True, 4096): row_tiles(1, 4), (True, 16384): row_tiles(1, 16, one_row=True),
+}
 
 BWD_CONFIG: dict = {
     (False, 1024): whole_row(8, 4, prefetch=True), (False, 4096): whole_row(2, 16, prefetch=True),
@@ -212,14 +227,13 @@ BWD_CONFIG: dict = {
 }
 
 
-def _fwd_meta(n_cols, is_ln=False, config=None):
+def _fwd_meta(n_cols, is_ln=False) -> tuple[int, dict]:
     block_n = triton.next_power_of_2(n_cols)
-    cfg = config or FWD_CONFIG.get((bool(is_ln), block_n))
+    cfg = FWD_CONFIG.get((bool(is_ln), block_n))
     if cfg is not None:
-        return cfg[0], block_n, cfg[1], len(cfg) > 2 and bool(cfg[2]) and cfg[0] == 1
+        return block_n, cfg
     block_m = max(1, min(16, 4096 // block_n))
-    num_warps = 4 if block_n * block_m <= 4096 else (8 if block_n <= 8192 else 16)
-    return block_m, block_n, num_warps, False
+    return block_n, row_tiles(block_m, 4 if block_n * block_m <= 4096 else (8 if block_n <= 8192 else 16))
 
 
 def _bwd_meta(n_cols, is_ln=False) -> tuple[int, dict]:
@@ -244,22 +258,25 @@ def _sm_count(device) -> int:
     return _SM_COUNT[idx]
 
 
-def norm_forward(x2, w, b, eps, is_ln, config: tuple | None = None):
-    """y and the saved statistics; ``config`` overrides the launch settings (a FWD_CONFIG value: rows per
-    program, num_warps, and optionally True for the 1-D one-row kernel)."""
+def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
+    """y and the saved statistics; ``config`` overrides the launch settings (a FWD_CONFIG value)."""
     n_rows, n_cols = x2.shape
     y = torch.empty_like(x2)
     rstd = torch.empty(n_rows, dtype=torch.float32, device=x2.device)
     mean = torch.empty(n_rows, dtype=torch.float32, device=x2.device) if is_ln else rstd
-    block_m, block_n, num_warps, one_row = _fwd_meta(n_cols, is_ln, config)
+    block_n, cfg = _fwd_meta(n_cols, is_ln)
+    cfg = config or cfg
+    n_tiles = triton.cdiv(n_rows, cfg["rows"])
+    n_prog = min(n_tiles, _sm_count(x2.device) * cfg["per_sm"]) if cfg["per_sm"] else n_tiles
     b = b if b is not None else w
     tensors = (x2, w, b, y, mean, rstd)
-    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_m, block_n, num_warps)
-    if one_row:
-        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n), num_warps, tensors=tensors)
+    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n) + tuple(cfg.items())
+    if cfg["one_row"]:
+        _FWD_ROW((n_prog,), key, tensors + (n_rows, n_cols, eps, is_ln, block_n, cfg["stages"]), cfg["num_warps"],
+                 tensors=tensors)
     else:
-        _FWD((triton.cdiv(n_rows, block_m),), key, tensors + (n_rows, n_cols, eps, is_ln, block_m, block_n),
-             num_warps, tensors=tensors)
+        _FWD((n_prog,), key, tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n, cfg["stages"]),
+             cfg["num_warps"], tensors=tensors)
     return y, mean, rstd
 
 
@@ -277,7 +294,8 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     tensors = (dy2, x2, w, mean, rstd, dx, dw_part, db_part)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
     _BWD((n_prog,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
-                                    cfg["acc_in_global"], cfg["prefetch"]), cfg["num_warps"], tensors=tensors)
+                                    cfg["acc_in_global"], cfg["prefetch"], cfg["stages"]), cfg["num_warps"],
+         tensors=tensors)
     # Column sums over the per-program partials: torch's reduction splits the long axis across blocks.
     dw = dw_part.sum(0).to(w.dtype)
     db = db_part.sum(0).to(w.dtype) if is_ln else None
