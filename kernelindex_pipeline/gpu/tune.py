@@ -39,12 +39,15 @@ def forward_candidates(impl, hidden: int) -> list[dict]:
 
 def backward_candidates(impl, hidden: int) -> list[dict]:
     """Register-prefetched rows (the earlier kernels) and shared-memory pipelined rows (``stages``)."""
-    per_sm = [1] if hidden >= 16384 else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
-    warps = [16] if hidden >= 16384 else ([8, 16] if hidden >= 4096 else [4, 8])
-    in_global = [False, True] if hidden >= 16384 else [False]
-    loads = [(hidden < 16384, 1), (False, 2), (False, 3)]
+    wide = hidden >= 16384
+    per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
+    warps = [16, 32] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
+    in_global = [False, True] if wide else [False]
+    loads = [(not wide, 1), (False, 2), (False, 3)]
+    # Wide rows: two programs per SM only fit with the partial sums out of registers.
     return [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
-            for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)]
+            for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
+            if not (wide and p > 1 and not g)]
 
 
 def _time_us(fn, flush) -> float:
@@ -62,7 +65,9 @@ def _close(got, want, dtype) -> bool:
     return all(torch.allclose(g.float(), w.float(), rtol=tol, atol=tol) for g, w in zip(got, want) if w is not None)
 
 
-def sweep_norms(log, backward: bool = True) -> list[dict]:
+def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, compile_only: bool = False) -> list[dict]:
+    """``shapes``: indexes into NORM_SHAPES (all by default). ``compile_only``: run each candidate once, untimed,
+    to fill Triton's on-disk cache (several such processes compile in parallel before one timed sweep)."""
     import torch
 
     from kernels._impl_common import Unavailable, torch_dtype
@@ -71,7 +76,10 @@ def sweep_norms(log, backward: bool = True) -> list[dict]:
 
     flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
     rows_out = []
-    for kernel, is_ln, rows, hidden, dtype in NORM_SHAPES:
+    time_us = (lambda fn, flush: (fn(), 0.0)[1]) if compile_only else _time_us
+    for i, (kernel, is_ln, rows, hidden, dtype) in enumerate(NORM_SHAPES):
+        if shapes is not None and i not in shapes:
+            continue
         gen = torch.Generator(device="cuda").manual_seed(1)
         td = torch_dtype(dtype)
         x = torch.randn(rows, hidden, device="cuda", generator=gen).to(td)
@@ -89,30 +97,30 @@ def sweep_norms(log, backward: bool = True) -> list[dict]:
         except Unavailable:
             liger = None
         if liger is not None:
-            emit("forward", "liger", _time_us(liger.fn, flush))
+            emit("forward", "liger", time_us(liger.fn, flush))
             outs = liger.fn()
-            emit("backward", "liger", _time_us(lambda: torch.autograd.backward(outs, [dy], retain_graph=True), flush))
+            emit("backward", "liger", time_us(lambda: torch.autograd.backward(outs, [dy], retain_graph=True), flush))
             del outs
         want = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        emit("forward", "committed", _time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
+        emit("forward", "committed", time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
         for cand in forward_candidates(impl, hidden):
             try:
                 got = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cand)
             except Exception as exc:  # noqa: BLE001 - a setting that does not compile (shared memory) is skipped
                 log(f"{shape:<28} forward   {cand} failed: {str(exc).splitlines()[0][:120]}")
                 continue
-            emit("forward", cand, _time_us(lambda c=cand: impl.norm_forward(x, w, b, 1e-6, is_ln, config=c), flush),
+            emit("forward", cand, time_us(lambda c=cand: impl.norm_forward(x, w, b, 1e-6, is_ln, config=c), flush),
                  _close(got, want, dtype))
         _, mean, rstd = want
         want_b = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
-        emit("backward", "committed", _time_us(lambda: impl.norm_backward(dy, x, w, mean, rstd, is_ln), flush))
+        emit("backward", "committed", time_us(lambda: impl.norm_backward(dy, x, w, mean, rstd, is_ln), flush))
         for cand in backward_candidates(impl, hidden) if backward else []:
             try:
                 got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cand)
             except Exception as exc:  # noqa: BLE001 - a setting that does not compile is skipped
                 log(f"{shape:<28} backward  {cand} failed: {str(exc).splitlines()[0][:120]}")
                 continue
-            emit("backward", cand, _time_us(lambda c=cand: impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=c),
+            emit("backward", cand, time_us(lambda c=cand: impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=c),
                                          flush), _close(got, want_b, dtype))
         torch.cuda.empty_cache()
     return rows_out
@@ -183,6 +191,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["norms", "mlps"], default=None)
     ap.add_argument("--no-backward", action="store_true", help="norms: forward settings only")
+    ap.add_argument("--shapes", type=int, nargs="*", default=None, help="norms: NORM_SHAPES indexes")
+    ap.add_argument("--compile-only", action="store_true", help="norms: compile every candidate, time nothing")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from kernelindex_pipeline.gpu.bench import NO_CUDA_MESSAGE, cuda_available
@@ -192,7 +202,8 @@ def main(argv=None) -> int:
         return 2
     rows = []
     if args.only in (None, "norms"):
-        rows += sweep_norms(lambda m: print(m, flush=True), backward=not args.no_backward)
+        rows += sweep_norms(lambda m: print(m, flush=True), backward=not args.no_backward, shapes=args.shapes,
+                            compile_only=args.compile_only)
     if args.only in (None, "mlps"):
         rows += sweep_mlps(lambda m: print(m, flush=True))
     for line in best(rows):
