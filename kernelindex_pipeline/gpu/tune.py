@@ -29,21 +29,22 @@ MLP_SHAPES = [
 
 
 def forward_candidates(impl, hidden: int) -> list[dict]:
-    """One program per tile, and persistent grids with a pipelined row loop, for 1-D and 2-D tiles."""
+    """Tiles of one or several rows, and the 1-D one-row kernel."""
     warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
     rows = [1, 2, 4] if hidden <= 1024 else [1]
-    grid = [(0, 1), (1, 2), (2, 2), (4, 2), (2, 3)]
-    return [impl.row_tiles(r, w, one_row=one, per_sm=p, stages=s)
-            for r, w, one, (p, s) in itertools.product(rows, warps, [False, True], grid) if not (one and r > 1)]
+    return [impl.row_tiles(r, w, one_row=one) for r, w, one in itertools.product(rows, warps, [False, True])
+            if not (one and r > 1)]
 
 
 def backward_candidates(impl, hidden: int) -> list[dict]:
-    """Register-prefetched rows (the earlier kernels) and shared-memory pipelined rows (``stages``)."""
+    """Register-prefetched rows and shared-memory pipelined rows (``stages``). Wide rows (16384) leave no
+    room for either (pipelined: shared memory exhausted in fp32, 37-130% slower in bf16), so only their
+    partial-sum placement and programs per SM are swept; 32 warps gave wrong sums there (v7 notes)."""
     wide = hidden >= 16384
     per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
-    warps = [16, 32] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
+    warps = [16] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
     in_global = [False, True] if wide else [False]
-    loads = [(not wide, 1), (False, 2), (False, 3)]
+    loads = [(False, 1)] if wide else [(True, 1), (False, 2), (False, 3)]
     # Wide rows: two programs per SM only fit with the partial sums out of registers.
     return [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
             for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
@@ -173,6 +174,43 @@ def sweep_mlps(log) -> list[dict]:
     return rows_out
 
 
+def sweep_gemms(log) -> list[dict]:
+    """The geglu seed's GEMMs in each operand layout, through cuBLAS and cuBLASLt, beside the square
+    8192^3 product the matmul ceiling is measured on; repetitions interleaved, TFLOP/s per variant."""
+    import torch
+
+    from kernelindex_pipeline.gpu.bench import impl_flush_elems
+    from kernelindex_pipeline.gpu.timing import time_interleaved
+
+    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
+    p = MLP_SHAPES[0][1]
+    n, h, i = p["batch"] * p["seq"], p["hidden"], p["intermediate"]
+
+    def rand(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
+    x, w_gu, w_down, hh, dy, sq = rand(n, h), rand(2 * i, h), rand(h, i), rand(n, i), rand(n, h), rand(8192, 8192)
+    gemms = {  # name: (fn, flops)
+        "square 8192^3": (lambda: sq @ sq, 2 * 8192**3),
+        "gate/up x @ Wgu^T": (lambda: x @ w_gu.t(), 2 * n * h * 2 * i),
+        "gate/up (Wgu @ x^T)^T": (lambda: w_gu @ x.t(), 2 * n * h * 2 * i),
+        "down h @ Wd^T": (lambda: hh @ w_down.t(), 2 * n * i * h),
+        "down (Wd @ h^T)^T": (lambda: w_down @ hh.t(), 2 * n * i * h),
+        "dh dy @ Wd": (lambda: dy @ w_down, 2 * n * h * i),
+        "dW_down dy^T @ h": (lambda: dy.t() @ hh, 2 * n * h * i),
+    }
+    rows_out = []
+    for lib in ("cublas", "cublaslt"):
+        torch.backends.cuda.preferred_blas_library(lib)
+        stats = time_interleaved({name: (fn, ()) for name, (fn, _) in gemms.items()}, flush)
+        for name, st in stats.items():
+            tflops = gemms[name][1] / (st["median"] * 1e-9) / 1e12
+            rows_out.append({"shape": name, "pass": lib, "candidate": lib, "us": st["median"] / 1e3, "ok": True})
+            log(f"{lib:<9} {name:<24} {st['median'] / 1e6:8.3f} ms {tflops:7.1f} TFLOP/s")
+    torch.backends.cuda.preferred_blas_library("default")
+    return rows_out
+
+
 def best(rows: list[dict]) -> list[str]:
     lines, groups = [], {}
     for r in rows:
@@ -189,7 +227,7 @@ def best(rows: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["norms", "mlps"], default=None)
+    ap.add_argument("--only", choices=["norms", "mlps", "gemms"], default=None)
     ap.add_argument("--no-backward", action="store_true", help="norms: forward settings only")
     ap.add_argument("--shapes", type=int, nargs="*", default=None, help="norms: NORM_SHAPES indexes")
     ap.add_argument("--compile-only", action="store_true", help="norms: compile every candidate, time nothing")
@@ -206,6 +244,8 @@ def main(argv=None) -> int:
                             compile_only=args.compile_only)
     if args.only in (None, "mlps"):
         rows += sweep_mlps(lambda m: print(m, flush=True))
+    if args.only == "gemms":
+        rows += sweep_gemms(lambda m: print(m, flush=True))
     for line in best(rows):
         print(line)
     if args.out:

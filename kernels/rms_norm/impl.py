@@ -64,57 +64,52 @@ def reference(inputs: dict, params: dict | None = None):
 
 @triton.jit
 def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps,
-                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
-    """Tiles of BLOCK_M rows, program p taking tiles p, p + grid, ... (one each when the grid covers them)."""
+                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
+    mask = (rows[:, None] < n_rows) & col_ok[None, :]
+    off = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
     # The parameters are loaded first: their (cache-hit) loads then never wait behind the row's reductions.
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    for tile in tl.range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0), num_stages=STAGES):
-        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        mask = (rows[:, None] < n_rows) & col_ok[None, :]
-        off = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
-        x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
-        if IS_LN:
-            mean = tl.sum(x, axis=1) / n_cols
-            xc = tl.where(mask, x - mean[:, None], 0.0)
-            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
-            y = xc * rstd[:, None] * w[None, :] + b[None, :]
-            tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
-        else:
-            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
-            y = x * rstd[:, None] * w[None, :]
-        tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
-        tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+    x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    if IS_LN:
+        mean = tl.sum(x, axis=1) / n_cols
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(mean_ptr + rows, mean, mask=rows < n_rows)
+    else:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        y = x * rstd[:, None] * w[None, :]
+    tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
+    tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps, IS_LN: tl.constexpr,
-                         BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
-    """One row at a time as a 1-D tile (wide rows): the compiler spreads the row over every warp."""
+def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
+                         BLOCK_N: tl.constexpr):
+    """One row per program as a 1-D tile (wide rows): the compiler spreads the row over every warp."""
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    pid, n_prog = tl.program_id(0), tl.num_programs(0)
-    for i in tl.range(0, tl.cdiv(n_rows - pid, n_prog), num_stages=STAGES):
-        row = (pid + i * n_prog).to(tl.int64)
-        off = row * n_cols + cols
-        x = tl.load(x_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
-        if IS_LN:
-            mean = tl.sum(x, axis=0) / n_cols
-            xc = tl.where(col_ok, x - mean, 0.0)
-            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
-            y = xc * rstd * w + b
-            tl.store(mean_ptr + row, mean)
-        else:
-            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-            y = x * rstd * w
-        tl.store(rstd_ptr + row, rstd)
-        tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=col_ok)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if IS_LN:
+        mean = tl.sum(x, axis=0) / n_cols
+        xc = tl.where(col_ok, x - mean, 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
+        y = xc * rstd * w + b
+        tl.store(mean_ptr + row, mean)
+    else:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        y = x * rstd * w
+    tl.store(rstd_ptr + row, rstd)
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok)
 
 
 @triton.jit
@@ -195,18 +190,17 @@ _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
-# _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
-# programs per SM (0: one program per tile; otherwise a persistent grid walking the tiles) and the loop's
-# pipeline depth (``tl.range`` num_stages: the next tile's loads go to shared memory while this one
-# computes). Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w
-# per row, prefetch the next row in registers, pipeline depth. The entries are the fastest of a per-size
+# _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel;
+# one program per tile (a persistent grid walking the tiles with a pipelined loop was no faster, and the
+# loop alone made one-tile programs 7-33% slower at 16384: docs/rerun-notes.md v7). Backward
+# (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch the next row in registers, pipeline depth (``tl.range`` num_stages: the next rows'
+# loads go to shared memory while this one computes). The entries are the fastest of a per-size
 # sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
 
-def row_tiles(rows, num_warps, one_row=False, per_sm=0, stages=1) -> dict:
-    return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "per_sm": per_sm,
-            "stages": stages}
+def row_tiles(rows, num_warps, one_row=False) -> dict:
+    return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1}
 
 
 def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1) -> dict:
@@ -222,7 +216,7 @@ FWD_CONFIG: dict = {
 BWD_CONFIG: dict = {
     (False, 1024): whole_row(8, 4, prefetch=True), (False, 4096): whole_row(2, 16, prefetch=True),
     (False, 16384): whole_row(1, 16, reload_w=True),
-    (True, 1024): whole_row(8, 4, prefetch=True), (True, 4096): whole_row(1, 16, prefetch=True),
+    (True, 1024): whole_row(2, 4, stages=3), (True, 4096): whole_row(1, 8, stages=3),
     (True, 16384): whole_row(1, 16),
 }
 
@@ -266,16 +260,13 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     mean = torch.empty(n_rows, dtype=torch.float32, device=x2.device) if is_ln else rstd
     block_n, cfg = _fwd_meta(n_cols, is_ln)
     cfg = config or cfg
-    n_tiles = triton.cdiv(n_rows, cfg["rows"])
-    n_prog = min(n_tiles, _sm_count(x2.device) * cfg["per_sm"]) if cfg["per_sm"] else n_tiles
     b = b if b is not None else w
     tensors = (x2, w, b, y, mean, rstd)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n) + tuple(cfg.items())
     if cfg["one_row"]:
-        _FWD_ROW((n_prog,), key, tensors + (n_rows, n_cols, eps, is_ln, block_n, cfg["stages"]), cfg["num_warps"],
-                 tensors=tensors)
+        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n), cfg["num_warps"], tensors=tensors)
     else:
-        _FWD((n_prog,), key, tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n, cfg["stages"]),
+        _FWD((triton.cdiv(n_rows, cfg["rows"]),), key, tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n),
              cfg["num_warps"], tensors=tensors)
     return y, mean, rstd
 
