@@ -12,6 +12,7 @@ The same code serves SwiGLU (``ACT_SILU``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -143,7 +144,23 @@ _BWD = CachedLaunch(_glu_bwd_kernel)
 # matmul rates, so it is used from fuse_min_tokens tokens up (8192 tokens: 3% slower forward; 32768 and
 # 65536: 1-4% faster). save_h: keep the activation product from the forward pass (one more tokens x I
 # tensor alive between the passes) instead of recomputing it in the backward kernel.
-MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True}
+# blas: the library PyTorch sends the GEMMs to (None: PyTorch's choice, cuBLAS on NVIDIA; "cublaslt").
+MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True, "blas": None}
+
+
+@contextlib.contextmanager
+def _blas_library(device: torch.device):
+    """The MLP's CUDA GEMMs under MLP_OPTIONS["blas"], PyTorch's process-wide choice restored afterwards."""
+    lib = MLP_OPTIONS["blas"]
+    if lib is None or device.type != "cuda":
+        yield
+        return
+    prev = torch.backends.cuda.preferred_blas_library()
+    torch.backends.cuda.preferred_blas_library(lib)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.preferred_blas_library(prev)
 
 
 def _grid(n_rows, inter):
@@ -173,6 +190,16 @@ def glu_backward(g: torch.Tensor, u: torch.Tensor, dh: torch.Tensor, act: int, d
 class KernelIndexGatedMLP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_gate, w_up, w_down, act):
+        with _blas_library(x.device):
+            return KernelIndexGatedMLP._forward(ctx, x, w_gate, w_up, w_down, act)
+
+    @staticmethod
+    def backward(ctx, dy):
+        with _blas_library(dy.device):
+            return KernelIndexGatedMLP._backward(ctx, dy)
+
+    @staticmethod
+    def _forward(ctx, x, w_gate, w_up, w_down, act):
         hidden, inter = x.shape[-1], w_gate.shape[0]
         x2 = x.reshape(-1, hidden)
         if not x2.is_contiguous():
@@ -194,7 +221,7 @@ class KernelIndexGatedMLP(torch.autograd.Function):
         return y.view(*x.shape[:-1], w_down.shape[0])
 
     @staticmethod
-    def backward(ctx, dy):
+    def _backward(ctx, dy):
         x2, w_gate, w_up, w_gu, w_down, h, *saved = ctx.saved_tensors
         inter = w_gate.shape[0]
         dy2 = dy.reshape(-1, dy.shape[-1])
