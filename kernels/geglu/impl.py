@@ -1,6 +1,6 @@
 """GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
 
-KernelIndex's MLP is one autograd.Function: cuBLAS GEMMs for the projections, one Triton kernel for
+KernelIndex's MLP is one autograd.Function: cuBLASLt GEMMs (MLP_OPTIONS["blas"]) for the projections, one Triton kernel for
 the gated activation in each direction. From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come
 from one GEMM against [w_gate; w_up]; x, that [gate | up] product and the activation product h are
 saved, so the backward kernel only writes d(gate) and d(up), side by side, and dx and both weight
@@ -145,7 +145,11 @@ _BWD = CachedLaunch(_glu_bwd_kernel)
 # 65536: 1-4% faster). save_h: keep the activation product from the forward pass (one more tokens x I
 # tensor alive between the passes) instead of recomputing it in the backward kernel.
 # blas: the library PyTorch sends the GEMMs to (None: PyTorch's choice, cuBLAS on NVIDIA; "cublaslt").
-MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True, "blas": None}
+MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True, "blas": "cublaslt"}
+
+
+def blas_label(device: torch.device) -> str:
+    return "cuBLASLt" if MLP_OPTIONS["blas"] == "cublaslt" and device.type == "cuda" else "cuBLAS"
 
 
 @contextlib.contextmanager
@@ -290,7 +294,7 @@ def build_mlp(kernel: str, provider: str, inputs: dict, hidden_act: str, act: in
         leaves = leaf_copies(inputs, GRAD_INPUTS)
         return Built(lambda: (kernelindex_gated_mlp(leaves["x"], leaves["w_gate"], leaves["w_up"], leaves["w_down"],
                                                     act),),
-                     leaves, f"KernelIndex gated MLP: cuBLAS GEMMs + Triton {hidden_act} fwd/bwd", OUTPUT_NAMES)
+                     leaves, f"KernelIndex gated MLP: {blas_label(x.device)} GEMMs + Triton {hidden_act} fwd/bwd", OUTPUT_NAMES)
     if provider == "torch":
         leaves = leaf_copies(inputs, GRAD_INPUTS)
         return Built(lambda: (F.linear(torch_act(F.linear(leaves["x"], leaves["w_gate"]))
