@@ -218,6 +218,7 @@ BWD_VARIANTS = [
     ("whole_row", (1, 4), dict(prefetch=True)), ("whole_row", (2, 4), dict(acc_in_global=True, reload_w=True, prefetch=True)),
     ("whole_row", (1, 4), dict(acc_in_global=True)), ("whole_row", (3, 4), dict(reload_w=True, prefetch=True)),
     ("whole_row", (1, 4), dict(stages=2)), ("whole_row", (2, 4), dict(acc_in_global=True, stages=3)),
+    ("whole_row", (3, 4), dict(prefetch="x")), ("whole_row", (1, 4), dict(acc_in_global=True, reload_w=True, prefetch="x")),
 ]
 
 

@@ -37,14 +37,15 @@ def forward_candidates(impl, hidden: int) -> list[dict]:
 
 
 def backward_candidates(impl, hidden: int) -> list[dict]:
-    """Register-prefetched rows and shared-memory pipelined rows (``stages``). Wide rows (16384) leave no
-    room for either (pipelined: shared memory exhausted in fp32, 37-130% slower in bf16), so only their
-    partial-sum placement and programs per SM are swept; 32 warps gave wrong sums there (v7 notes)."""
+    """Register-prefetched rows (x and dy, or x alone) and shared-memory pipelined rows (``stages``). Wide
+    rows (16384) have no room for the pipelined loop (shared memory exhausted in fp32, 37-130% slower in
+    bf16) nor for prefetching both rows (spills), so x alone is their only prefetch; 32 warps gave wrong
+    sums there (v7 notes)."""
     wide = hidden >= 16384
     per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
     warps = [16] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
     in_global = [False, True] if wide else [False]
-    loads = [(False, 1)] if wide else [(True, 1), (False, 2), (False, 3)]
+    loads = [(False, 1), ("x", 1)] if wide else [(True, 1), ("x", 1), (False, 2), (False, 3)]
     # Wide rows: two programs per SM only fit with the partial sums out of registers.
     return [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
             for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)

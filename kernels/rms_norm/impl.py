@@ -5,7 +5,7 @@ program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row)
 number of programs (a small multiple of the SM count) each walk a contiguous set of rows, write dx,
 and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
 own row of the partials buffer); optionally the next row's x and dy are loaded before the current
-row's reductions (software prefetch). A final sum over programs gives dw (db). Launch settings per
+row's reductions (software prefetch; x alone for the widest rows). A final sum over programs gives dw (db). Launch settings per
 row length are in FWD_CONFIG / BWD_CONFIG.
 """
 
@@ -127,24 +127,27 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
     row0 = pid * rows_per_prog
     row_end = tl.minimum(row0 + rows_per_prog, n_rows)
     p_off = pid * n_cols + cols
-    if PREFETCH:
-        # Software pipelining: the next row's x and dy are loaded (in their storage dtype) before this
-        # row's reductions, so one program keeps a row of loads in flight while it computes.
+    if PREFETCH > 0:
+        # Software pipelining: the next row's x (PREFETCH 1) or x and dy (PREFETCH 2) are loaded, in their
+        # storage dtype, before this row's reductions, so the program keeps loads in flight while it computes.
         off0 = row0.to(tl.int64) * n_cols + cols
         ok0 = cols < tl.where(row0 < row_end, n_cols, 0)
         x_nxt = tl.load(x_ptr + off0, mask=ok0, other=0.0)
-        dy_nxt = tl.load(dy_ptr + off0, mask=ok0, other=0.0)
+        if PREFETCH > 1:
+            dy_nxt = tl.load(dy_ptr + off0, mask=ok0, other=0.0)
     for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
         off = row.to(tl.int64) * n_cols + cols
-        if PREFETCH:
+        ok_n = cols < tl.where(row + 1 < row_end, n_cols, 0)
+        if PREFETCH > 0:
             x = x_nxt.to(tl.float32)
-            dy = dy_nxt.to(tl.float32)
-            ok_n = cols < tl.where(row + 1 < row_end, n_cols, 0)
             x_nxt = tl.load(x_ptr + off + n_cols, mask=ok_n, other=0.0)
-            dy_nxt = tl.load(dy_ptr + off + n_cols, mask=ok_n, other=0.0)
         else:
             x = tl.load(x_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
+        if PREFETCH > 1:
+            dy = dy_nxt.to(tl.float32)
+            dy_nxt = tl.load(dy_ptr + off + n_cols, mask=ok_n, other=0.0)
+        else:
             dy = tl.load(dy_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
         rstd = tl.load(rstd_ptr + row)
         if RELOAD_W:  # wide rows: re-read w (cache-resident) rather than hold it in registers
@@ -193,8 +196,9 @@ _BWD = CachedLaunch(_norm_bwd_kernel)
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel;
 # one program per tile (a persistent grid walking the tiles with a pipelined loop was no faster, and the
 # loop alone made one-tile programs 7-33% slower at 16384: docs/rerun-notes.md v7). Backward
-# (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch the next row in registers, pipeline depth (``tl.range`` num_stages: the next rows'
-# loads go to shared memory while this one computes). The entries are the fastest of a per-size
+# (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch
+# the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: the next rows' loads
+# go to shared memory while this one computes). The entries are the fastest of a per-size
 # sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
@@ -204,6 +208,7 @@ def row_tiles(rows, num_warps, one_row=False) -> dict:
 
 
 def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1) -> dict:
+    """``prefetch``: False, "x" (the next row's x) or True (the next row's x and dy)."""
     return {"per_sm": per_sm, "num_warps": num_warps, "acc_in_global": acc_in_global, "reload_w": reload_w,
             "prefetch": prefetch, "stages": stages}
 
@@ -219,6 +224,9 @@ BWD_CONFIG: dict = {
     (True, 1024): whole_row(2, 4, stages=3), (True, 4096): whole_row(1, 8, stages=3),
     (True, 16384): whole_row(1, 16),
 }
+
+
+_PREFETCHED = {False: 0, "x": 1, True: 2}  # whole_row's prefetch -> the kernel's PREFETCH
 
 
 def _fwd_meta(n_cols, is_ln=False) -> tuple[int, dict]:
@@ -285,8 +293,8 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     tensors = (dy2, x2, w, mean, rstd, dx, dw_part, db_part)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
     _BWD((n_prog,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
-                                    cfg["acc_in_global"], cfg["prefetch"], cfg["stages"]), cfg["num_warps"],
-         tensors=tensors)
+                                    cfg["acc_in_global"], _PREFETCHED[cfg["prefetch"]], cfg["stages"]),
+         cfg["num_warps"], tensors=tensors)
     # Column sums over the per-program partials: torch's reduction splits the long axis across blocks.
     dw = dw_part.sum(0).to(w.dtype)
     db = db_part.sum(0).to(w.dtype) if is_ln else None
