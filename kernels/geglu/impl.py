@@ -1,7 +1,7 @@
 """GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
 
-KernelIndex's MLP is one autograd.Function: cuBLASLt GEMMs (MLP_OPTIONS["blas"]) for the projections, one Triton kernel for
-the gated activation in each direction. From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come
+KernelIndex's MLP is one autograd.Function: cuBLASLt GEMMs (MLP_OPTIONS["blas"]) for the projections,
+one Triton kernel for the gated activation in each direction. From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come
 from one GEMM against [w_gate; w_up]; x, that [gate | up] product and the activation product h are
 saved, so the backward kernel only writes d(gate) and d(up), side by side, and dx and both weight
 gradients are one GEMM each over 2 x intermediate (below it: two GEMMs each; with
@@ -294,7 +294,8 @@ def build_mlp(kernel: str, provider: str, inputs: dict, hidden_act: str, act: in
         leaves = leaf_copies(inputs, GRAD_INPUTS)
         return Built(lambda: (kernelindex_gated_mlp(leaves["x"], leaves["w_gate"], leaves["w_up"], leaves["w_down"],
                                                     act),),
-                     leaves, f"KernelIndex gated MLP: {blas_label(x.device)} GEMMs + Triton {hidden_act} fwd/bwd", OUTPUT_NAMES)
+                     leaves, f"KernelIndex gated MLP: {blas_label(x.device)} GEMMs + Triton {hidden_act} fwd/bwd",
+                     OUTPUT_NAMES)
     if provider == "torch":
         leaves = leaf_copies(inputs, GRAD_INPUTS)
         return Built(lambda: (F.linear(torch_act(F.linear(leaves["x"], leaves["w_gate"]))

@@ -4,9 +4,9 @@ The Triton code here also serves LayerNorm (``kernels.layer_norm.impl``, ``IS_LN
 program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row). Backward: a fixed
 number of programs (a small multiple of the SM count) each walk a contiguous set of rows, write dx,
 and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
-own row of the partials buffer); optionally the next row's x and dy are loaded before the current
-row's reductions (software prefetch; x alone for the widest rows). A final sum over programs gives dw (db). Launch settings per
-row length are in FWD_CONFIG / BWD_CONFIG.
+own row of the partials buffer); optionally the next row's x and dy (or x alone) are loaded before the
+current row's reductions (software prefetch), or the row loop is pipelined through shared memory. A final
+sum over programs gives dw (db). Launch settings per row length are in FWD_CONFIG / BWD_CONFIG.
 """
 
 from __future__ import annotations
