@@ -195,7 +195,7 @@ _BWD = CachedLaunch(_norm_bwd_kernel)
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel;
 # one program per tile (a persistent grid walking the tiles with a pipelined loop was no faster, and the
-# loop alone made one-tile programs 7-33% slower at 16384: docs/rerun-notes.md v7). Backward
+# loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7). Backward
 # (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch
 # the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: the next rows' loads
 # go to shared memory while this one computes). The entries are the fastest of a per-size
