@@ -140,7 +140,8 @@ def sweep_mlps(log) -> list[dict]:
     from kernelindex_pipeline.gpu.timing import time_interleaved
 
     flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
-    combos = [{"fuse_min_tokens": f, "blas": b} for f in (0, 2**62) for b in (None, "cublaslt")]
+    libs = (None, "cublaslt")
+    combos = [{"blas": {"forward": f, "backward": b}} for f in libs for b in libs]
     rows_out = []
     committed = dict(geglu.MLP_OPTIONS)
     for kernel, params in MLP_SHAPES:
@@ -161,7 +162,9 @@ def sweep_mlps(log) -> list[dict]:
                 else:
                     outs = as_tuple(built.fn())
 
-                    def fn(outs=outs, dys=dys):
+                    def fn(outs=outs, dys=dys, opts=opts):  # options read at backward time (blas) apply too
+                        if opts is not None:
+                            geglu.MLP_OPTIONS.update(opts)
                         torch.autograd.backward(outs, dys, retain_graph=True)
                 keep.append(st)
                 passes[name] = (fn, st["leaves"])
