@@ -34,9 +34,10 @@ def form_factor(product: str) -> str:
 
 def _fastest_ms(fn, warmup_s: float = 0.1, reps: int = 50) -> float:
     """Fastest CUDA-event time of ``fn`` over ``reps`` calls, after ``warmup_s`` seconds of running it back
-    to back (the card leaves its idle clocks). A ceiling is the best the card does: the median after five
-    warm-up calls read 748-790 TFLOP/s between sessions, and after 0.5 s of back-to-back products the
-    card's power limit held the median at 675 (docs/rerun-notes.md v7)."""
+    to back: the rate the card holds once it has left its idle clocks and reached its power limit, which
+    is what passes of milliseconds and more see. The first ~30 ms of matrix products run up to 15% faster
+    (a median after five warm-up calls read 748-790 TFLOP/s between sessions; after 0.1-0.5 s, 675-692:
+    docs/rerun-notes.md v7)."""
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
