@@ -140,8 +140,7 @@ def sweep_mlps(log) -> list[dict]:
     from kernelindex_pipeline.gpu.timing import time_interleaved
 
     flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
-    libs = (None, "cublaslt")
-    combos = [{"blas": {"forward": f, "backward": b}} for f in libs for b in libs]
+    combos = [{"fuse_min_tokens": f, "blas": b} for f in (0, 2**62) for b in (None, "cublaslt")]
     rows_out = []
     committed = dict(geglu.MLP_OPTIONS)
     for kernel, params in MLP_SHAPES:

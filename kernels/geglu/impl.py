@@ -1,11 +1,11 @@
 """GeGLU MLP (down(gelu_tanh(gate(x)) * up(x))): inputs, references, providers, KernelIndex's kernels.
 
-KernelIndex's MLP is one autograd.Function: GEMMs through cuBLAS or cuBLASLt per direction
-(MLP_OPTIONS["blas"]) for the projections, one Triton kernel for the gated activation in each direction.
-From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come from one GEMM against [w_gate; w_up]; x, that [gate | up] product and the activation product h are
-saved, so the backward kernel only writes d(gate) and d(up), side by side, and dx and both weight
-gradients are one GEMM each over 2 x intermediate (below it: two GEMMs each; with
-MLP_OPTIONS["save_h"] off, h is recomputed over dh).
+KernelIndex's MLP is one autograd.Function: GEMMs (through PyTorch's BLAS library, or the one named by
+MLP_OPTIONS["blas"]) for the projections, one Triton kernel for the gated activation in each direction.
+From MLP_OPTIONS["fuse_min_tokens"] tokens up, gate and up come from one GEMM against [w_gate; w_up]; x,
+that [gate | up] product and the activation product h are saved, so the backward kernel only writes
+d(gate) and d(up), side by side, and dx and both weight gradients are one GEMM each over 2 x intermediate
+(below it: two GEMMs each; with MLP_OPTIONS["save_h"] off, h is recomputed over dh).
 The activation's tanh is written through exp so the kernel also runs under Triton's interpreter.
 The same code serves SwiGLU (``ACT_SILU``).
 """
@@ -144,23 +144,20 @@ _BWD = CachedLaunch(_glu_bwd_kernel)
 # matmul rates, so it is used from fuse_min_tokens tokens up (8192 tokens: 3% slower forward; 32768 and
 # 65536: 1-4% faster). save_h: keep the activation product from the forward pass (one more tokens x I
 # tensor alive between the passes) instead of recomputing it in the backward kernel.
-# blas: the library PyTorch sends each direction's GEMMs to (None: PyTorch's choice, cuBLAS on NVIDIA;
-# "cublaslt").
-MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True, "blas": {"forward": None, "backward": None}}
+# blas: the library PyTorch sends the GEMMs to (None: PyTorch's choice, cuBLAS on NVIDIA; "cublaslt":
+# no faster at these sizes, docs/rerun-notes.md v7).
+MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True, "blas": None}
 
 
 def blas_label(device: torch.device) -> str:
-    names = {d: "cuBLASLt" if lib == "cublaslt" and device.type == "cuda" else "cuBLAS"
-             for d, lib in MLP_OPTIONS["blas"].items()}
-    return names["forward"] if names["forward"] == names["backward"] else \
-        f"{names['forward']} forward / {names['backward']} backward"
+    return "cuBLASLt" if MLP_OPTIONS["blas"] == "cublaslt" and device.type == "cuda" else "cuBLAS"
 
 
 @contextlib.contextmanager
-def _blas_library(device: torch.device, direction: str):
-    """The MLP's CUDA GEMMs of one direction under MLP_OPTIONS["blas"], PyTorch's process-wide choice
-    restored afterwards."""
-    lib = MLP_OPTIONS["blas"][direction]
+def _blas_library(device: torch.device):
+    """The MLP's CUDA GEMMs under MLP_OPTIONS["blas"], PyTorch's process-wide choice restored afterwards
+    (read in each direction: the backward runs under the setting current when it runs)."""
+    lib = MLP_OPTIONS["blas"]
     if lib is None or device.type != "cuda":
         yield
         return
@@ -199,12 +196,12 @@ def glu_backward(g: torch.Tensor, u: torch.Tensor, dh: torch.Tensor, act: int, d
 class KernelIndexGatedMLP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_gate, w_up, w_down, act):
-        with _blas_library(x.device, "forward"):
+        with _blas_library(x.device):
             return KernelIndexGatedMLP._forward(ctx, x, w_gate, w_up, w_down, act)
 
     @staticmethod
     def backward(ctx, dy):
-        with _blas_library(dy.device, "backward"):
+        with _blas_library(dy.device):
             return KernelIndexGatedMLP._backward(ctx, dy)
 
     @staticmethod
