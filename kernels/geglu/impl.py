@@ -149,16 +149,21 @@ _BWD = CachedLaunch(_glu_bwd_kernel)
 MLP_OPTIONS = {"fuse_min_tokens": 16384, "save_h": True, "blas": None}
 
 
+def _blas_in_effect(device: torch.device) -> str | None:
+    """MLP_OPTIONS["blas"] where it applies (CUDA tensors), else None: PyTorch's own choice."""
+    return MLP_OPTIONS["blas"] if device.type == "cuda" else None
+
+
 def blas_label(device: torch.device) -> str:
-    return "cuBLASLt" if MLP_OPTIONS["blas"] == "cublaslt" and device.type == "cuda" else "cuBLAS"
+    return "cuBLASLt" if _blas_in_effect(device) == "cublaslt" else "cuBLAS"
 
 
 @contextlib.contextmanager
 def _blas_library(device: torch.device):
     """The MLP's CUDA GEMMs under MLP_OPTIONS["blas"], PyTorch's process-wide choice restored afterwards
     (read in each direction: the backward runs under the setting current when it runs)."""
-    lib = MLP_OPTIONS["blas"]
-    if lib is None or device.type != "cuda":
+    lib = _blas_in_effect(device)
+    if lib is None:
         yield
         return
     prev = torch.backends.cuda.preferred_blas_library()
