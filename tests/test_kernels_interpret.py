@@ -219,6 +219,9 @@ BWD_VARIANTS = [
     ("whole_row", (1, 4), dict(acc_in_global=True)), ("whole_row", (3, 4), dict(reload_w=True, prefetch=True)),
     ("whole_row", (1, 4), dict(stages=2)), ("whole_row", (2, 4), dict(acc_in_global=True, stages=3)),
     ("whole_row", (3, 4), dict(prefetch="x")), ("whole_row", (1, 4), dict(acc_in_global=True, reload_w=True, prefetch="x")),
+    ("sliced_rows", (2, 4, 2), {}), ("sliced_rows", (3, 4, 2), dict(reload_w=True)),
+    ("sliced_rows", (4, 4, 4), dict(reload_w=True)), ("sliced_rows", (1, 4, 4), {}),
+    ("sliced_rows", (2, 4, 2), dict(prefetch=True)), ("sliced_rows", (3, 4, 2), dict(reload_w=True, prefetch=True)),
 ]
 
 
@@ -242,7 +245,8 @@ def _norm_reference(x, w, b, dy, is_ln):
 @pytest.mark.parametrize("is_ln", [False, True])
 @pytest.mark.parametrize("variant", BWD_VARIANTS, ids=lambda v: f"{v[0]}{v[1]}{sorted(v[2].items())}")
 def test_norm_backward_launch_variants(is_ln, variant):
-    """Every backward launch setting (programs per SM, partials in global, reloaded w, prefetch, pipelining)."""
+    """Every backward launch setting (programs per SM, partials in global, reloaded w, prefetch, pipelining,
+    rows split in column slices over several programs)."""
     impl = _impl("rms_norm")
     kind, args, kwargs = variant
     cfg = getattr(impl, kind)(*args, **kwargs)
@@ -299,10 +303,11 @@ def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
 
 
 @pytest.mark.parametrize("is_ln", [False, True])
-@pytest.mark.parametrize("cfg", [dict(rows=1), dict(rows=4), dict(rows=1, one_row=True)],
-                         ids=["row-tile", "4-rows", "1d-row"])
+@pytest.mark.parametrize("cfg", [dict(rows=1), dict(rows=4), dict(rows=1, one_row=True),
+                                 dict(rows=2, stream=True), dict(rows=1, one_row=True, stream=True)],
+                         ids=["row-tile", "4-rows", "1d-row", "2-rows-streaming", "1d-row-streaming"])
 def test_norm_forward_launch_variants(is_ln, cfg):
-    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel)."""
+    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel, cache hints)."""
     impl = _impl("rms_norm")
     cfg = impl.row_tiles(num_warps=4, **cfg)
     x, w, b, dy = _norm_inputs(13, 300, 6)
@@ -326,7 +331,8 @@ def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
     for hidden in (1024, 4096, 16384):
         for cand in tune.forward_candidates(impl, hidden):
             assert set(cand) == set(impl.row_tiles(1, 4))
-        assert all(set(c) == set(impl.whole_row(1, 4)) for c in tune.backward_candidates(impl, hidden))
+        for cand in tune.backward_candidates(impl, hidden):
+            assert set(cand) in (set(impl.whole_row(1, 4)), set(impl.sliced_rows(1, 4, 2)))
     if not torch.cuda.is_available():
         assert tune.main([]) == 2
         assert "no CUDA device" in capsys.readouterr().err

@@ -29,27 +29,31 @@ MLP_SHAPES = [
 
 
 def forward_candidates(impl, hidden: int) -> list[dict]:
-    """Tiles of one or several rows, and the 1-D one-row kernel."""
+    """Tiles of one or several rows, and the 1-D one-row kernel, with and without streaming cache hints."""
     warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
     rows = [1, 2, 4] if hidden <= 1024 else [1]
-    return [impl.row_tiles(r, w, one_row=one) for r, w, one in itertools.product(rows, warps, [False, True])
-            if not (one and r > 1)]
+    return [impl.row_tiles(r, w, one_row=one, stream=st)
+            for r, w, one, st in itertools.product(rows, warps, [False, True], [False, True]) if not (one and r > 1)]
 
 
 def backward_candidates(impl, hidden: int) -> list[dict]:
-    """Register-prefetched rows (x and dy, or x alone) and shared-memory pipelined rows (``stages``). Wide
-    rows (16384) have no room for the pipelined loop (shared memory exhausted in fp32, 37-130% slower in
-    bf16) nor for prefetching both rows (spills), so x alone is their only prefetch; 32 warps gave wrong
-    sums there (v7 notes)."""
+    """Register-prefetched rows (x and dy, or x alone), shared-memory pipelined rows (``stages``), and, from
+    4096 on, rows split in column slices over 2 or 4 programs. Wide rows (16384) have no room for the
+    pipelined loop (shared memory exhausted in fp32, 37-130% slower in bf16) nor for prefetching both rows
+    (spills), so x alone is their only prefetch; 32 warps gave wrong sums there (v7 notes)."""
     wide = hidden >= 16384
     per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
     warps = [16] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
     in_global = [False, True] if wide else [False]
     loads = [(False, 1), ("x", 1)] if wide else [(True, 1), ("x", 1), (False, 2), (False, 3)]
     # Wide rows: two programs per SM only fit with the partial sums out of registers.
-    return [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
-            for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
-            if not (wide and p > 1 and not g)]
+    whole = [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
+             for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
+             if not (wide and p > 1 and not g)]
+    sliced = [impl.sliced_rows(p, w, n, reload_w=r, prefetch=pf)
+              for n, p, w, r, pf in itertools.product([2, 4], [1, 2, 4, 8], [4, 8, 16], [False, True], [False, True])
+              if p >= n // 2 and hidden // n >= 128 * w and not (pf and n > 2)] if hidden >= 4096 else []
+    return whole + sliced
 
 
 def _time_us(fn, flush) -> float:
@@ -107,7 +111,9 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
         if liger is not None:
             emit("forward", "liger", time_us(liger.fn, flush))
             outs = liger.fn()
-            emit("backward", "liger", time_us(lambda: torch.autograd.backward(outs, [dy], retain_graph=True), flush))
+            dy_liger = dy.clone()  # Liger's RMSNorm writes dx into dy's storage: repeated passes would corrupt dy
+            emit("backward", "liger",
+                 time_us(lambda: torch.autograd.backward(outs, [dy_liger], retain_graph=True), flush))
             del outs
         want = impl.norm_forward(x, w, b, 1e-6, is_ln)
         emit("forward", "committed", time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))

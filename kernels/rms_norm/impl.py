@@ -64,7 +64,7 @@ def reference(inputs: dict, params: dict | None = None):
 
 @triton.jit
 def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps,
-                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -74,7 +74,7 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + off, mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + off, mask=mask, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
     if IS_LN:
         mean = tl.sum(x, axis=1) / n_cols
         xc = tl.where(mask, x - mean[:, None], 0.0)
@@ -85,12 +85,12 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
         y = x * rstd[:, None] * w[None, :]
     tl.store(rstd_ptr + rows, rstd, mask=rows < n_rows)
-    tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + off, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=Y_CACHE)
 
 
 @triton.jit
 def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
-                         BLOCK_N: tl.constexpr):
+                         BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
     """One row per program as a 1-D tile (wide rows): the compiler spreads the row over every warp."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -98,7 +98,7 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     if IS_LN:
         b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
     if IS_LN:
         mean = tl.sum(x, axis=0) / n_cols
         xc = tl.where(col_ok, x - mean, 0.0)
@@ -109,7 +109,7 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         y = x * rstd * w
     tl.store(rstd_ptr + row, rstd)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok)
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok, cache_modifier=Y_CACHE)
 
 
 @triton.jit
@@ -188,9 +188,94 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
             tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
 
 
+@triton.jit
+def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
+                            n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, SLICE: tl.constexpr,
+                            N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, PREFETCH: tl.constexpr):
+    """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
+    slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
+    whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
+    only, before its own): its partners read the same bytes at about the same time, so L2 serves the
+    repeats and HBM still sees each element once. PREFETCH (two slices): the next row's x and dy, both
+    slices, are loaded in their storage dtype before this row's reductions."""
+    pid = tl.program_id(0)
+    part = pid % N_SLICES
+    lanes = tl.arange(0, SLICE)
+    cols = part * SLICE + lanes
+    col_ok = cols < n_cols
+    if not RELOAD_W:
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros((SLICE,), dtype=tl.float32)
+    db_acc = tl.zeros((SLICE,), dtype=tl.float32)
+    row0 = (pid // N_SLICES) * rows_per_prog
+    row_end = tl.minimum(row0 + rows_per_prog, n_rows)
+    if PREFETCH:
+        tl.static_assert(N_SLICES == 2, "prefetch holds one other slice")
+        o_cols = (1 - part) * SLICE + lanes
+        o_ok = o_cols < n_cols
+        base0 = row0.to(tl.int64) * n_cols
+        lim = tl.where(row0 < row_end, n_cols, 0)  # no row: every lane masked
+        xo_nxt = tl.load(x_ptr + base0 + o_cols, mask=o_cols < lim, other=0.0)
+        dyo_nxt = tl.load(dy_ptr + base0 + o_cols, mask=o_cols < lim, other=0.0)
+        x_nxt = tl.load(x_ptr + base0 + cols, mask=cols < lim, other=0.0)
+        dy_nxt = tl.load(dy_ptr + base0 + cols, mask=cols < lim, other=0.0)
+    for i in range(0, row_end - row0):
+        row = row0 + i
+        base = row.to(tl.int64) * n_cols
+        rstd = tl.load(rstd_ptr + row)
+        if IS_LN:
+            mean = tl.load(mean_ptr + row)
+        else:
+            mean = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        if PREFETCH:
+            lim = tl.where(row + 1 < row_end, n_cols, 0)
+            xo = xo_nxt.to(tl.float32)
+            dyo = dyo_nxt.to(tl.float32)
+            x = x_nxt.to(tl.float32)
+            dy = dy_nxt.to(tl.float32)
+            xo_nxt = tl.load(x_ptr + base + n_cols + o_cols, mask=o_cols < lim, other=0.0)
+            dyo_nxt = tl.load(dy_ptr + base + n_cols + o_cols, mask=o_cols < lim, other=0.0)
+            x_nxt = tl.load(x_ptr + base + n_cols + cols, mask=cols < lim, other=0.0)
+            dy_nxt = tl.load(dy_ptr + base + n_cols + cols, mask=cols < lim, other=0.0)
+            wdy_o = tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32) * dyo
+            s1 += tl.sum(tl.where(o_ok, (xo - mean) * rstd, 0.0) * wdy_o, axis=0)
+            s2 += tl.sum(wdy_o, axis=0)
+        else:
+            for t in tl.static_range(1, N_SLICES):
+                o_cols = ((part + t) % N_SLICES) * SLICE + lanes
+                o_ok = o_cols < n_cols
+                xo = tl.load(x_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
+                wdy_o = (tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
+                         * tl.load(dy_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32))
+                s1 += tl.sum(tl.where(o_ok, (xo - mean) * rstd, 0.0) * wdy_o, axis=0)
+                s2 += tl.sum(wdy_o, axis=0)
+            x = tl.load(x_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
+        if RELOAD_W:
+            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
+        wdy = w * dy
+        c1 = (s1 + tl.sum(xhat * wdy, axis=0)) / n_cols
+        if IS_LN:
+            c2 = (s2 + tl.sum(wdy, axis=0)) / n_cols
+            dx = (wdy - (xhat * c1 + c2)) * rstd
+            db_acc += dy
+        else:
+            dx = (wdy - xhat * c1) * rstd
+        tl.store(dx_ptr + base + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
+        dw_acc += dy * xhat
+    p_off = (pid // N_SLICES) * n_cols + cols
+    tl.store(dw_part_ptr + p_off, dw_acc, mask=col_ok)
+    if IS_LN:
+        tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
+
+
 _FWD = CachedLaunch(_norm_fwd_kernel)
 _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
+_BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel;
@@ -203,14 +288,22 @@ _BWD = CachedLaunch(_norm_bwd_kernel)
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
 
-def row_tiles(rows, num_warps, one_row=False) -> dict:
-    return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1}
+def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
+    """``stream``: cache hints for data touched once (x loaded evict-first, y stored streaming)."""
+    return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "stream": stream}
 
 
 def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1) -> dict:
     """``prefetch``: False, "x" (the next row's x) or True (the next row's x and dy)."""
     return {"per_sm": per_sm, "num_warps": num_warps, "acc_in_global": acc_in_global, "reload_w": reload_w,
             "prefetch": prefetch, "stages": stages}
+
+
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, prefetch=False) -> dict:
+    """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
+    ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM. ``prefetch`` (two slices only): the
+    next row is loaded before this row's reductions."""
+    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "prefetch": prefetch}
 
 
 FWD_CONFIG: dict = {
@@ -271,11 +364,12 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     b = b if b is not None else w
     tensors = (x2, w, b, y, mean, rstd)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n) + tuple(cfg.items())
+    hints = ("evict_first", ".cs") if cfg["stream"] else ("", "")
     if cfg["one_row"]:
-        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n), cfg["num_warps"], tensors=tensors)
+        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n) + hints, cfg["num_warps"], tensors=tensors)
     else:
-        _FWD((triton.cdiv(n_rows, cfg["rows"]),), key, tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n),
-             cfg["num_warps"], tensors=tensors)
+        _FWD((triton.cdiv(n_rows, cfg["rows"]),), key,
+             tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n) + hints, cfg["num_warps"], tensors=tensors)
     return y, mean, rstd
 
 
@@ -284,17 +378,23 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     n_rows, n_cols = x2.shape
     block_n, cfg = _bwd_meta(n_cols, is_ln)
     cfg = config or cfg
-    n_prog = min(n_rows, _sm_count(x2.device) * cfg["per_sm"])
-    rows_per_prog = triton.cdiv(n_rows, n_prog)
-    n_prog = triton.cdiv(n_rows, rows_per_prog)
+    slices = cfg.get("slices", 1)
+    n_groups = min(n_rows, max(1, _sm_count(x2.device) * cfg["per_sm"] // slices))
+    rows_per_prog = triton.cdiv(n_rows, n_groups)
+    n_groups = triton.cdiv(n_rows, rows_per_prog)
     dx = torch.empty_like(x2)
-    dw_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device)
-    db_part = torch.empty((n_prog, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
+    dw_part = torch.empty((n_groups, n_cols), dtype=torch.float32, device=x2.device)
+    db_part = torch.empty((n_groups, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
     tensors = (dy2, x2, w, mean, rstd, dx, dw_part, db_part)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
-    _BWD((n_prog,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
-                                    cfg["acc_in_global"], _PREFETCHED[cfg["prefetch"]], cfg["stages"]),
-         cfg["num_warps"], tensors=tensors)
+    if "slices" in cfg:
+        _BWD_SLICED((n_groups * slices,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n // slices,
+                                                          slices, cfg["reload_w"], cfg["prefetch"]),
+                    cfg["num_warps"], tensors=tensors)
+    else:
+        _BWD((n_groups,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
+                                          cfg["acc_in_global"], _PREFETCHED[cfg["prefetch"]], cfg["stages"]),
+             cfg["num_warps"], tensors=tensors)
     # Column sums over the per-program partials: torch's reduction splits the long axis across blocks.
     dw = dw_part.sum(0).to(w.dtype)
     db = db_part.sum(0).to(w.dtype) if is_ln else None
