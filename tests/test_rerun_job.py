@@ -34,3 +34,20 @@ def test_gpu_asset_is_tagged_for_a_gpu_node_and_pool():
     assert spec.op.pool == "gpu"
     job = reruns.rerun_job
     assert job.name == reruns.RERUN_JOB and job.tags["kernelindex/accelerator"] == "nvidia-gpu"
+
+
+def test_matmul_ceiling_problems_are_the_square_and_each_mlp_gemm_once():
+    """The session's matmul ceiling is measured on the square product and on the GEMM problems of the
+    gated MLPs being rerun, so the GEMM-bound floor uses a rate measured on those very problems."""
+    from kernelindex_pipeline.gpu.environment import SQUARE, matmul_problems
+    from kernelindex_pipeline.gpu.targets import targets_named
+
+    targets = targets_named("all")
+    shapes = matmul_problems(targets)
+    assert shapes[0] == SQUARE and len(shapes) == len(set(shapes))
+    seed = next(t for t in targets if t["kernel"] == "geglu")["params"]
+    tokens = seed["batch"] * seed["seq"]
+    for shape in [(tokens, seed["intermediate"], seed["hidden"]), (tokens, seed["hidden"], seed["intermediate"]),
+                  (seed["intermediate"], seed["hidden"], tokens)]:
+        assert shape in shapes
+    assert matmul_problems(targets_named("all", ["rms_norm", "rope"])) == [SQUARE]

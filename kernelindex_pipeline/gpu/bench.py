@@ -209,7 +209,7 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
     from kernelindex_pipeline.gpu.environment import capture_environment
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    env = env or capture_environment()
+    env = env or capture_environment(targets)
     log(f"environment: {env['metadata']['title']}; ceilings {env['spec']['ceilings']}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)

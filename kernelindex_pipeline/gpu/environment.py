@@ -32,12 +32,12 @@ def form_factor(product: str) -> str:
     return "unknown"
 
 
-def _fastest_ms(fn, warmup_s: float = 0.1, reps: int = 50) -> float:
+def _fastest_ms(fn, warmup_s: float = 0.1, reps: int = 50, budget_s: float = 1.0) -> float:
     """Fastest CUDA-event time of ``fn`` over ``reps`` calls, after ``warmup_s`` seconds of running it back
     to back: the rate the card holds once it has left its idle clocks and reached its power limit, which
     is what passes of milliseconds and more see. The first ~30 ms of matrix products run up to 15% faster
     (a median after five warm-up calls read 748-790 TFLOP/s between sessions; after 0.1-0.5 s, 675-692:
-    docs/rerun-notes.md v7)."""
+    docs/rerun-notes.md v7). Timing stops early once ``budget_s`` seconds are spent (long products)."""
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -45,7 +45,8 @@ def _fastest_ms(fn, warmup_s: float = 0.1, reps: int = 50) -> float:
         fn()
         torch.cuda.synchronize()
     times = []
-    for _ in range(reps):
+    t0 = time.perf_counter()
+    while len(times) < reps and (len(times) < 3 or time.perf_counter() - t0 < budget_s):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
@@ -64,16 +65,35 @@ def measure_copy_tbps(nbytes: int = 2 * 1024**3) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e12
 
 
-def measure_bf16_matmul_tflops(n: int = 8192) -> float:
-    """Dense bf16 matrix product rate on random data (square n x n x n, cuBLAS through torch)."""
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    ms = _fastest_ms(lambda: a @ b)
+SQUARE = (8192, 8192, 8192)
+
+
+def measure_bf16_matmul_tflops(m: int, n: int, k: int) -> float:
+    """Dense bf16 matrix product rate on random data ((m x k) @ (k x n), cuBLAS through torch)."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    ms = _fastest_ms(lambda: a @ b, budget_s=0.3)
     del a, b
-    return 2 * n**3 / (ms * 1e-3) / 1e12
+    return 2 * m * n * k / (ms * 1e-3) / 1e12
 
 
-def capture_environment() -> dict:
+def matmul_problems(targets: list[dict] | None) -> list[tuple[int, int, int]]:
+    """The square product, then the GEMM problems of the GEMM-bound targets (kernels whose module lists
+    ``matmul_shapes``), each once."""
+    from kernelindex_pipeline.gpu.bench import load_impl
+
+    shapes = [SQUARE]
+    for target in targets or []:
+        impl = load_impl(target["kernel"])
+        for shape in getattr(impl, "matmul_shapes", lambda _p: [])(target["params"]):
+            if tuple(shape) not in shapes:
+                shapes.append(tuple(shape))
+    return shapes
+
+
+def capture_environment(targets: list[dict] | None = None) -> dict:
+    """The card, its software, and the ceilings: copy bandwidth and the bf16 matmul rate (over the square
+    product and the ``targets``' GEMM problems)."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     product = props.name
     arch = f"sm_{props.major}{props.minor}"
@@ -88,7 +108,9 @@ def capture_environment() -> dict:
         "transformers": package_version("transformers"),
     }
     copy = measure_copy_tbps()
-    mm = measure_bf16_matmul_tflops()
+    rates = {"x".join(map(str, shape)): round(measure_bf16_matmul_tflops(*shape), 2)
+             for shape in matmul_problems(targets)}
+    torch.cuda.empty_cache()
     slug = re.sub(r"[^a-z0-9]+", "-", product.lower()).strip("-")
     return {
         "apiVersion": P.API_VERSION,
@@ -109,6 +131,9 @@ def capture_environment() -> dict:
                 "memoryBytes": int(props.total_memory),
             },
             "software": software,
-            "ceilings": {"copyTBps": round(copy, 4), "bf16MatmulTFLOPs": round(mm, 2)},
+            # The matmul ceiling is the fastest sustained rate over the measured problems: a GEMM-bound
+            # pass's floor is its FLOPs at the best rate the card held on any of them.
+            "ceilings": {"copyTBps": round(copy, 4), "bf16MatmulTFLOPs": max(rates.values()),
+                         "bf16MatmulTFLOPsByShape": rates},
         },
     }

@@ -372,6 +372,19 @@ def mlp_flops(kernel, params, mode) -> int:
     return {"forward": 3 * one, "backward": 6 * one, "full": 9 * one}[mode]
 
 
+def mlp_matmul_shapes(kernel, params) -> list[tuple[int, int, int]]:
+    """(m, n, k) of the GEMM problems a pass runs (T tokens, H hidden, I intermediate): gate and up, or both
+    in one; down and the input gradient; the weight gradients over the tokens."""
+    s = mlp_shapes(kernel, params)
+    tokens = numel(s["x"]) // s["x"][-1]
+    hidden, inter = s["w_up"][1], s["w_up"][0]
+    return [(tokens, inter, hidden), (tokens, 2 * inter, hidden), (tokens, hidden, inter), (inter, hidden, tokens)]
+
+
+def matmul_shapes(params) -> list[tuple[int, int, int]]:
+    return mlp_matmul_shapes(KERNEL, params)
+
+
 def bytes_moved(params, dtype, mode) -> int:
     return mlp_bytes(KERNEL, params, dtype, mode)
 

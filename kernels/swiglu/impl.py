@@ -14,6 +14,7 @@ from kernels.geglu.impl import (
     make_mlp_inputs,
     mlp_bytes,
     mlp_flops,
+    mlp_matmul_shapes,
 )
 
 KERNEL = "swiglu"
@@ -21,7 +22,8 @@ PROVIDERS = ("kernelindex", "liger", "huggingface")
 REFERENCE_DTYPE = torch.float32
 IMPLIED = {"hidden_act": "silu"}
 
-__all__ = ["GRAD_INPUTS", "OUTPUT_NAMES", "PROVIDERS", "build", "bytes_moved", "flops", "make_inputs", "reference"]
+__all__ = ["GRAD_INPUTS", "OUTPUT_NAMES", "PROVIDERS", "build", "bytes_moved", "flops", "make_inputs", "matmul_shapes",
+           "reference"]
 
 
 def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
@@ -44,3 +46,7 @@ def bytes_moved(params, dtype, mode) -> int:
 
 def flops(params, mode) -> int:
     return mlp_flops(KERNEL, params, mode)
+
+
+def matmul_shapes(params) -> list[tuple[int, int, int]]:
+    return mlp_matmul_shapes(KERNEL, params)
