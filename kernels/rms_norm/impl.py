@@ -278,12 +278,14 @@ _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
-# _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel;
-# one program per tile (a persistent grid walking the tiles with a pipelined loop was no faster, and the
+# _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
+# streaming cache hints; one program per tile (a persistent grid walking the tiles with a pipelined loop was no faster, and the
 # loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7). Backward
 # (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch
 # the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: the next rows' loads
-# go to shared memory while this one computes). The entries are the fastest of a per-size
+# go to shared memory while this one computes); or (``sliced_rows``) each row's columns split over
+# programs walking the same rows (LayerNorm 16384: fp32 dW and dB partials of a whole row spill; two
+# slices cut the backward from 355-366 to 270 us, v8). The entries are the fastest of a per-size
 # sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
@@ -308,14 +310,15 @@ def sliced_rows(per_sm, num_warps, slices, reload_w=False, prefetch=False) -> di
 
 FWD_CONFIG: dict = {
     (False, 1024): row_tiles(2, 4), (False, 4096): row_tiles(1, 4), (False, 16384): row_tiles(1, 8),
-    (True, 1024): row_tiles(1, 4), (True, 4096): row_tiles(1, 4), (True, 16384): row_tiles(1, 16, one_row=True),
+    (True, 1024): row_tiles(4, 2, stream=True), (True, 4096): row_tiles(1, 4),
+    (True, 16384): row_tiles(1, 16, one_row=True),
 }
 
 BWD_CONFIG: dict = {
     (False, 1024): whole_row(8, 4, prefetch=True), (False, 4096): whole_row(2, 16, prefetch=True),
     (False, 16384): whole_row(1, 16, reload_w=True),
     (True, 1024): whole_row(2, 4, stages=3), (True, 4096): whole_row(1, 8, stages=3),
-    (True, 16384): whole_row(1, 16),
+    (True, 16384): sliced_rows(1, 8, 2, reload_w=True),
 }
 
 
