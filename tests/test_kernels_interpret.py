@@ -222,6 +222,7 @@ BWD_VARIANTS = [
     ("sliced_rows", (2, 4, 2), {}), ("sliced_rows", (3, 4, 2), dict(reload_w=True)),
     ("sliced_rows", (4, 4, 4), dict(reload_w=True)), ("sliced_rows", (1, 4, 4), {}),
     ("sliced_rows", (2, 4, 2), dict(prefetch=True)), ("sliced_rows", (3, 4, 2), dict(reload_w=True, prefetch=True)),
+    ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
 ]
 
 
@@ -256,6 +257,17 @@ def test_norm_backward_launch_variants(is_ln, variant):
     _, want = _norm_reference(x, w, b, dy, is_ln)
     for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
         assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n_groups", [1, 64, 150])
+def test_norm_partial_sums_reduce_every_program_and_column(n_groups):
+    """The launch that turns per-program partials into dW (and dB): every group (over several tiles of groups)
+    and every column counted, the result in the output dtype."""
+    impl = _impl("rms_norm")
+    parts = torch.randn(2, n_groups, 300, generator=torch.Generator().manual_seed(n_groups))
+    out = torch.empty(2, 300, dtype=torch.bfloat16)
+    impl._SUM_PARTIALS((3, 2), None, (parts, out, n_groups, 300, 64, 128), 4, tensors=(parts, out))
+    assert torch.allclose(out.float(), parts.sum(1), rtol=1e-2, atol=1e-2)
 
 
 def test_committed_norm_launch_settings_compute_the_norms():

@@ -36,23 +36,26 @@ def forward_candidates(impl, hidden: int) -> list[dict]:
             for r, w, one, st in itertools.product(rows, warps, [False, True], [False, True]) if not (one and r > 1)]
 
 
-def backward_candidates(impl, hidden: int) -> list[dict]:
-    """Register-prefetched rows (x and dy, or x alone), shared-memory pipelined rows (``stages``), and, from
-    4096 on, rows split in column slices over 2 or 4 programs. Wide rows (16384) have no room for the
+def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
+    """Register-prefetched rows (x and dy, or x alone), shared-memory pipelined rows (``stages``), and, for
+    wide rows, rows split in column slices over two programs. Wide rows (16384) have no room for the
     pipelined loop (shared memory exhausted in fp32, 37-130% slower in bf16) nor for prefetching both rows
-    (spills), so x alone is their only prefetch; 32 warps gave wrong sums there (v7 notes)."""
+    (spills), so x alone is their only prefetch."""
     wide = hidden >= 16384
     per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
-    warps = [16] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
+    warps = [16, 32] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
     in_global = [False, True] if wide else [False]
     loads = [(False, 1), ("x", 1)] if wide else [(True, 1), ("x", 1), (False, 2), (False, 3)]
     # Wide rows: two programs per SM only fit with the partial sums out of registers.
     whole = [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
              for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
              if not (wide and p > 1 and not g)]
-    sliced = [impl.sliced_rows(p, w, n, reload_w=r, prefetch=pf)
-              for n, p, w, r, pf in itertools.product([2, 4], [1, 2, 4, 8], [4, 8, 16], [False, True], [False, True])
-              if p >= n // 2 and hidden // n >= 128 * w and not (pf and n > 2)] if hidden >= 4096 else []
+    # Wide rows split in two column slices: the next row prefetched in registers, or the row loop pipelined
+    # through shared memory (bf16 only: two fp32 stages do not fit). Four slices, more than two programs per
+    # SM, 4 warps, and slicing at 4096 were all slower in v8.
+    loads = [(False, 1), (True, 1)] + ([(False, 2), (False, 3)] if dtype == "bf16" else [])
+    sliced = [impl.sliced_rows(p, w, 2, reload_w=r, prefetch=pf, stages=st)
+              for p, w, r, (pf, st) in itertools.product([1, 2], [8, 16, 32], [False, True], loads)] if wide else []
     return whole + sliced
 
 
@@ -77,8 +80,10 @@ def _close(got, want, dtype) -> bool:
     return all(torch.allclose(g.float(), w.float(), rtol=tol, atol=tol) for g, w in zip(got, want) if w is not None)
 
 
-def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, compile_only: bool = False) -> list[dict]:
-    """``shapes``: indexes into NORM_SHAPES (all by default). ``compile_only``: run each candidate once, untimed,
+def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, compile_only: bool = False,
+                part: tuple[int, int] = (0, 1)) -> list[dict]:
+    """``shapes``: indexes into NORM_SHAPES (all by default). ``part`` (k, n): only every n-th candidate from the
+    k-th (to split compile-only work over processes). ``compile_only``: run each candidate once, untimed,
     to fill Triton's on-disk cache (several such processes compile in parallel before one timed sweep)."""
     import torch
 
@@ -117,14 +122,14 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
             del outs
         want = impl.norm_forward(x, w, b, 1e-6, is_ln)
         emit("forward", "committed", time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
-        for cand in forward_candidates(impl, hidden):
+        for cand in forward_candidates(impl, hidden)[part[0]::part[1]]:
             got = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cand)
             emit("forward", cand, time_us(lambda c=cand: impl.norm_forward(x, w, b, 1e-6, is_ln, config=c), flush),
                  _close(got, want, dtype))
         _, mean, rstd = want
         want_b = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
         emit("backward", "committed", time_us(lambda: impl.norm_backward(dy, x, w, mean, rstd, is_ln), flush))
-        for cand in backward_candidates(impl, hidden) if backward else []:
+        for cand in backward_candidates(impl, hidden, dtype)[part[0]::part[1]] if backward else []:
             try:
                 got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cand)
             except Exception as exc:  # noqa: BLE001 - a setting that does not compile is skipped
@@ -242,6 +247,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-backward", action="store_true", help="norms: forward settings only")
     ap.add_argument("--shapes", type=int, nargs="*", default=None, help="norms: NORM_SHAPES indexes")
     ap.add_argument("--compile-only", action="store_true", help="norms: compile every candidate, time nothing")
+    ap.add_argument("--part", default="0/1", help="norms: K/N, every N-th candidate from the K-th")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from kernelindex_pipeline.gpu.bench import NO_CUDA_MESSAGE, cuda_available
@@ -252,7 +258,7 @@ def main(argv=None) -> int:
     rows = []
     if args.only in (None, "norms"):
         rows += sweep_norms(lambda m: print(m, flush=True), backward=not args.no_backward, shapes=args.shapes,
-                            compile_only=args.compile_only)
+                            compile_only=args.compile_only, part=tuple(map(int, args.part.split("/"))))
     if args.only in (None, "mlps"):
         rows += sweep_mlps(lambda m: print(m, flush=True))
     if args.only == "gemms":

@@ -5,8 +5,9 @@ program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row)
 number of programs (a small multiple of the SM count) each walk a contiguous set of rows, write dx,
 and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
 own row of the partials buffer); optionally the next row's x and dy (or x alone) are loaded before the
-current row's reductions (software prefetch), or the row loop is pipelined through shared memory. A final
-sum over programs gives dw (db). Launch settings per row length are in FWD_CONFIG / BWD_CONFIG.
+current row's reductions (software prefetch), or the row loop is pipelined through shared memory; wide
+rows may be split in column slices over several programs. One more launch sums the partials over programs
+into dw (and db). Launch settings per row length are in FWD_CONFIG / BWD_CONFIG.
 """
 
 from __future__ import annotations
@@ -191,13 +192,15 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
 @triton.jit
 def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                             n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, SLICE: tl.constexpr,
-                            N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, PREFETCH: tl.constexpr):
+                            N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, PREFETCH: tl.constexpr,
+                            STAGES: tl.constexpr):
     """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
     slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
     whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
     only, before its own): its partners read the same bytes at about the same time, so L2 serves the
     repeats and HBM still sees each element once. PREFETCH (two slices): the next row's x and dy, both
-    slices, are loaded in their storage dtype before this row's reductions."""
+    slices, are loaded in their storage dtype before this row's reductions; or STAGES > 1: the row loop is
+    pipelined through shared memory."""
     pid = tl.program_id(0)
     part = pid % N_SLICES
     lanes = tl.arange(0, SLICE)
@@ -219,7 +222,7 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
         dyo_nxt = tl.load(dy_ptr + base0 + o_cols, mask=o_cols < lim, other=0.0)
         x_nxt = tl.load(x_ptr + base0 + cols, mask=cols < lim, other=0.0)
         dy_nxt = tl.load(dy_ptr + base0 + cols, mask=cols < lim, other=0.0)
-    for i in range(0, row_end - row0):
+    for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
         base = row.to(tl.int64) * n_cols
         rstd = tl.load(rstd_ptr + row)
@@ -272,10 +275,29 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
         tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
 
 
+@triton.jit
+def _sum_partials_kernel(part_ptr, out_ptr, n_groups, n_cols, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[k, c] = sum over g of part[k, g, c], in float32, stored in out's dtype: the weight (and bias)
+    gradients from the backward's per-program partial sums, in one launch."""
+    k = tl.program_id(1)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    groups = tl.arange(0, BLOCK_G)
+    base = part_ptr + k.to(tl.int64) * n_groups * n_cols
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for g0 in range(0, n_groups, BLOCK_G):
+        g = g0 + groups
+        tile = tl.load(base + g[:, None] * n_cols + cols[None, :], mask=(g[:, None] < n_groups) & col_ok[None, :],
+                       other=0.0)
+        acc += tl.sum(tile, axis=0)
+    tl.store(out_ptr + k * n_cols + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+
+
 _FWD = CachedLaunch(_norm_fwd_kernel)
 _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
+_SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
@@ -301,11 +323,12 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, prefetch=False) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, prefetch=False, stages=1) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
     ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM. ``prefetch`` (two slices only): the
-    next row is loaded before this row's reductions."""
-    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "prefetch": prefetch}
+    next row is loaded before this row's reductions; ``stages``: pipeline depth as in ``whole_row``."""
+    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "prefetch": prefetch,
+            "stages": stages}
 
 
 FWD_CONFIG: dict = {
@@ -386,22 +409,24 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     rows_per_prog = triton.cdiv(n_rows, n_groups)
     n_groups = triton.cdiv(n_rows, rows_per_prog)
     dx = torch.empty_like(x2)
-    dw_part = torch.empty((n_groups, n_cols), dtype=torch.float32, device=x2.device)
-    db_part = torch.empty((n_groups, n_cols), dtype=torch.float32, device=x2.device) if is_ln else dw_part
+    parts = torch.empty((2 if is_ln else 1, n_groups, n_cols), dtype=torch.float32, device=x2.device)
+    dw_part, db_part = parts[0], parts[-1]
     tensors = (dy2, x2, w, mean, rstd, dx, dw_part, db_part)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
     if "slices" in cfg:
         _BWD_SLICED((n_groups * slices,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n // slices,
-                                                          slices, cfg["reload_w"], cfg["prefetch"]),
+                                                          slices, cfg["reload_w"], cfg["prefetch"], cfg["stages"]),
                     cfg["num_warps"], tensors=tensors)
     else:
         _BWD((n_groups,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
                                           cfg["acc_in_global"], _PREFETCHED[cfg["prefetch"]], cfg["stages"]),
              cfg["num_warps"], tensors=tensors)
-    # Column sums over the per-program partials: torch's reduction splits the long axis across blocks.
-    dw = dw_part.sum(0).to(w.dtype)
-    db = db_part.sum(0).to(w.dtype) if is_ln else None
-    return dx, dw, db
+    # Column sums over the per-program partials, dW and dB in one launch, cast to the parameters' dtype.
+    grads = torch.empty((parts.shape[0], n_cols), dtype=w.dtype, device=x2.device)
+    block_n = 128
+    _SUM_PARTIALS((triton.cdiv(n_cols, block_n), parts.shape[0]), (w.dtype, x2.device.index, n_groups, n_cols, is_ln),
+                  (parts, grads, n_groups, n_cols, 64, block_n), 4, tensors=(parts, grads))
+    return dx, grads[0], (grads[1] if is_ln else None)
 
 
 class KernelIndexNorm(torch.autograd.Function):
