@@ -65,7 +65,8 @@ def reference(inputs: dict, params: dict | None = None):
 
 @triton.jit
 def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_cols, eps,
-                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
+                     IS_LN: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr,
+                     Y_CACHE: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -301,16 +302,16 @@ _SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
-# streaming cache hints; one program per tile (a persistent grid walking the tiles with a pipelined loop was no faster, and the
-# loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7). Backward
-# (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row, prefetch
-# the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: the next rows' loads
-# go to shared memory while this one computes); or (``sliced_rows``) each row's columns split over
-# programs walking the same rows (LayerNorm 16384: fp32 dW and dB partials of a whole row spill; two
-# slices cut the backward from 355-366 to 270 us, v8). The entries are the fastest of a per-size
-# sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
-# ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
-
+# streaming cache hints; one program per tile (a persistent grid walking the tiles with a pipelined loop
+# was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7).
+# Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row,
+# prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: the next
+# rows' loads go to shared memory while this one computes); or (``sliced_rows``) each row's columns split
+# over programs walking the same rows (at 16384 a whole row's fp32 dW/dB partials leave no registers for
+# the next rows' loads: two slices took LayerNorm from 355-366 to 270 us, v8, and, pipelined through
+# shared memory, RMSNorm from 85 to 71 us, v9). The entries are the fastest of a per-size sweep on one
+# H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows; ``python -m kernelindex_pipeline.gpu.tune``,
+# see docs/rerun-notes.md).
 
 def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
     """``stream``: cache hints for data touched once (x loaded evict-first, y stored streaming)."""
@@ -338,9 +339,10 @@ FWD_CONFIG: dict = {
 }
 
 BWD_CONFIG: dict = {
-    (False, 1024): whole_row(8, 4, prefetch=True), (False, 4096): whole_row(2, 16, prefetch=True),
-    (False, 16384): whole_row(1, 16, reload_w=True),
-    (True, 1024): whole_row(2, 4, stages=3), (True, 4096): whole_row(1, 8, stages=3),
+    (False, 1024): whole_row(2, 8, reload_w=True, prefetch=True),
+    (False, 4096): whole_row(1, 16, reload_w=True, stages=3),
+    (False, 16384): sliced_rows(1, 8, 2, stages=3),
+    (True, 1024): whole_row(2, 4, reload_w=True, stages=3), (True, 4096): whole_row(1, 8, stages=3),
     (True, 16384): sliced_rows(1, 8, 2, reload_w=True),
 }
 
