@@ -221,7 +221,6 @@ BWD_VARIANTS = [
     ("whole_row", (3, 4), dict(prefetch="x")), ("whole_row", (1, 4), dict(acc_in_global=True, reload_w=True, prefetch="x")),
     ("sliced_rows", (2, 4, 2), {}), ("sliced_rows", (3, 4, 2), dict(reload_w=True)),
     ("sliced_rows", (4, 4, 4), dict(reload_w=True)), ("sliced_rows", (1, 4, 4), {}),
-    ("sliced_rows", (2, 4, 2), dict(prefetch=True)), ("sliced_rows", (3, 4, 2), dict(reload_w=True, prefetch=True)),
     ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
 ]
 

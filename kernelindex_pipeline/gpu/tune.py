@@ -50,12 +50,12 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     whole = [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
              for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
              if not (wide and p > 1 and not g)]
-    # Wide rows split in two column slices: the next row prefetched in registers, or the row loop pipelined
-    # through shared memory (bf16 only: two fp32 stages do not fit). Four slices, more than two programs per
-    # SM, 4 warps, and slicing at 4096 were all slower in v8.
-    loads = [(False, 1), (True, 1)] + ([(False, 2), (False, 3)] if dtype == "bf16" else [])
-    sliced = [impl.sliced_rows(p, w, 2, reload_w=r, prefetch=pf, stages=st)
-              for p, w, r, (pf, st) in itertools.product([1, 2], [8, 16, 32], [False, True], loads)] if wide else []
+    # Wide rows split in two column slices, the row loop pipelined through shared memory or not (fp32: two
+    # stages do not fit). Four slices, more than two programs per SM, 4 warps, slicing at 4096 and the next
+    # row prefetched in registers were all slower (v8 notes).
+    stages = [1, 2, 3] if dtype == "bf16" else [1]
+    sliced = [impl.sliced_rows(p, w, 2, reload_w=r, stages=st)
+              for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
     return whole + sliced
 
 

@@ -193,15 +193,12 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
 @triton.jit
 def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                             n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, SLICE: tl.constexpr,
-                            N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, PREFETCH: tl.constexpr,
-                            STAGES: tl.constexpr):
+                            N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, STAGES: tl.constexpr):
     """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
     slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
     whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
     only, before its own): its partners read the same bytes at about the same time, so L2 serves the
-    repeats and HBM still sees each element once. PREFETCH (two slices): the next row's x and dy, both
-    slices, are loaded in their storage dtype before this row's reductions; or STAGES > 1: the row loop is
-    pipelined through shared memory."""
+    repeats and HBM still sees each element once. STAGES > 1 pipelines the row loop through shared memory."""
     pid = tl.program_id(0)
     part = pid % N_SLICES
     lanes = tl.arange(0, SLICE)
@@ -213,16 +210,6 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
     db_acc = tl.zeros((SLICE,), dtype=tl.float32)
     row0 = (pid // N_SLICES) * rows_per_prog
     row_end = tl.minimum(row0 + rows_per_prog, n_rows)
-    if PREFETCH:
-        tl.static_assert(N_SLICES == 2, "prefetch holds one other slice")
-        o_cols = (1 - part) * SLICE + lanes
-        o_ok = o_cols < n_cols
-        base0 = row0.to(tl.int64) * n_cols
-        lim = tl.where(row0 < row_end, n_cols, 0)  # no row: every lane masked
-        xo_nxt = tl.load(x_ptr + base0 + o_cols, mask=o_cols < lim, other=0.0)
-        dyo_nxt = tl.load(dy_ptr + base0 + o_cols, mask=o_cols < lim, other=0.0)
-        x_nxt = tl.load(x_ptr + base0 + cols, mask=cols < lim, other=0.0)
-        dy_nxt = tl.load(dy_ptr + base0 + cols, mask=cols < lim, other=0.0)
     for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
         base = row.to(tl.int64) * n_cols
@@ -233,30 +220,16 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
             mean = 0.0
         s1 = 0.0
         s2 = 0.0
-        if PREFETCH:
-            lim = tl.where(row + 1 < row_end, n_cols, 0)
-            xo = xo_nxt.to(tl.float32)
-            dyo = dyo_nxt.to(tl.float32)
-            x = x_nxt.to(tl.float32)
-            dy = dy_nxt.to(tl.float32)
-            xo_nxt = tl.load(x_ptr + base + n_cols + o_cols, mask=o_cols < lim, other=0.0)
-            dyo_nxt = tl.load(dy_ptr + base + n_cols + o_cols, mask=o_cols < lim, other=0.0)
-            x_nxt = tl.load(x_ptr + base + n_cols + cols, mask=cols < lim, other=0.0)
-            dy_nxt = tl.load(dy_ptr + base + n_cols + cols, mask=cols < lim, other=0.0)
-            wdy_o = tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32) * dyo
+        for t in tl.static_range(1, N_SLICES):
+            o_cols = ((part + t) % N_SLICES) * SLICE + lanes
+            o_ok = o_cols < n_cols
+            xo = tl.load(x_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
+            wdy_o = (tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
+                     * tl.load(dy_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32))
             s1 += tl.sum(tl.where(o_ok, (xo - mean) * rstd, 0.0) * wdy_o, axis=0)
             s2 += tl.sum(wdy_o, axis=0)
-        else:
-            for t in tl.static_range(1, N_SLICES):
-                o_cols = ((part + t) % N_SLICES) * SLICE + lanes
-                o_ok = o_cols < n_cols
-                xo = tl.load(x_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-                wdy_o = (tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-                         * tl.load(dy_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32))
-                s1 += tl.sum(tl.where(o_ok, (xo - mean) * rstd, 0.0) * wdy_o, axis=0)
-                s2 += tl.sum(wdy_o, axis=0)
-            x = tl.load(x_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
-            dy = tl.load(dy_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
+        x = tl.load(x_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
         if RELOAD_W:
             w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
@@ -324,12 +297,11 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, prefetch=False, stages=1) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
-    ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM. ``prefetch`` (two slices only): the
-    next row is loaded before this row's reductions; ``stages``: pipeline depth as in ``whole_row``."""
-    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "prefetch": prefetch,
-            "stages": stages}
+    ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``: pipeline depth as in
+    ``whole_row``. (The next row prefetched in registers, as in ``whole_row``, was slower here: v8 notes.)"""
+    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages}
 
 
 FWD_CONFIG: dict = {
@@ -417,7 +389,7 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
     if "slices" in cfg:
         _BWD_SLICED((n_groups * slices,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n // slices,
-                                                          slices, cfg["reload_w"], cfg["prefetch"], cfg["stages"]),
+                                                          slices, cfg["reload_w"], cfg["stages"]),
                     cfg["num_warps"], tensors=tensors)
     else:
         _BWD((n_groups,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
