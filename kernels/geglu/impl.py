@@ -362,12 +362,16 @@ def mlp_bytes(kernel, params, dtype, mode) -> int:
     return {"forward": fwd, "backward": bwd, "full": full}[mode]
 
 
+def mlp_dims(kernel, params) -> tuple[int, int, int]:
+    """(tokens, hidden, intermediate) of a gated-MLP workload."""
+    s = mlp_shapes(kernel, params)
+    return numel(s["x"]) // s["x"][-1], s["w_up"][1], s["w_up"][0]
+
+
 def mlp_flops(kernel, params, mode) -> int:
     """GEMM FLOPs: forward 3 GEMMs (2*N*H*I each), backward 6 (dh, dW_down, dgate/dup->dx twice, dW_gate,
     dW_up); elementwise work is left out (under 0.1% here)."""
-    s = mlp_shapes(kernel, params)
-    tokens = numel(s["x"]) // s["x"][-1]
-    hidden, inter = s["w_up"][1], s["w_up"][0]
+    tokens, hidden, inter = mlp_dims(kernel, params)
     one = 2 * tokens * hidden * inter
     return {"forward": 3 * one, "backward": 6 * one, "full": 9 * one}[mode]
 
@@ -375,9 +379,7 @@ def mlp_flops(kernel, params, mode) -> int:
 def mlp_matmul_shapes(kernel, params) -> list[tuple[int, int, int]]:
     """(m, n, k) of the GEMM problems a pass runs (T tokens, H hidden, I intermediate): gate and up, or both
     in one; down and the input gradient; the weight gradients over the tokens."""
-    s = mlp_shapes(kernel, params)
-    tokens = numel(s["x"]) // s["x"][-1]
-    hidden, inter = s["w_up"][1], s["w_up"][0]
+    tokens, hidden, inter = mlp_dims(kernel, params)
     return [(tokens, inter, hidden), (tokens, 2 * inter, hidden), (tokens, hidden, inter), (inter, hidden, tokens)]
 
 
