@@ -115,6 +115,19 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
 
 
 @triton.jit
+def _norm_dx(xhat, wdy, rstd, s1, s2, n_cols, IS_LN: tl.constexpr):
+    """dx of one row (or slice) from xhat and w * dy; ``s1``, ``s2``: the row's sums of xhat * w * dy and
+    w * dy over the columns outside this tile (0 when the tile is the whole row)."""
+    c1 = (s1 + tl.sum(xhat * wdy, axis=0)) / n_cols
+    if IS_LN:
+        c2 = (s2 + tl.sum(wdy, axis=0)) / n_cols
+        dx = (wdy - (xhat * c1 + c2)) * rstd
+    else:
+        dx = (wdy - xhat * c1) * rstd
+    return dx
+
+
+@triton.jit
 def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                      n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
                      RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr, PREFETCH: tl.constexpr,
@@ -159,13 +172,7 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
             xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
         else:
             xhat = x * rstd
-        wdy = w * dy
-        c1 = tl.sum(xhat * wdy, axis=0) / n_cols
-        if IS_LN:
-            c2 = tl.sum(wdy, axis=0) / n_cols
-            dx = (wdy - (xhat * c1 + c2)) * rstd
-        else:
-            dx = (wdy - xhat * c1) * rstd
+        dx = _norm_dx(xhat, w * dy, rstd, 0.0, 0.0, n_cols, IS_LN)
         tl.store(dx_ptr + off, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
         if ACC_IN_GLOBAL:
             # Wide rows: the partial sums live in this program's own (cache-resident) row of the
@@ -200,6 +207,7 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
     only, before its own): its partners read the same bytes at about the same time, so L2 serves the
     repeats and HBM still sees each element once. STAGES > 1 pipelines the row loop through shared memory."""
     pid = tl.program_id(0)
+    group = pid // N_SLICES
     part = pid % N_SLICES
     lanes = tl.arange(0, SLICE)
     cols = part * SLICE + lanes
@@ -208,7 +216,7 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((SLICE,), dtype=tl.float32)
     db_acc = tl.zeros((SLICE,), dtype=tl.float32)
-    row0 = (pid // N_SLICES) * rows_per_prog
+    row0 = group * rows_per_prog
     row_end = tl.minimum(row0 + rows_per_prog, n_rows)
     for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
@@ -233,17 +241,12 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
         if RELOAD_W:
             w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
-        wdy = w * dy
-        c1 = (s1 + tl.sum(xhat * wdy, axis=0)) / n_cols
-        if IS_LN:
-            c2 = (s2 + tl.sum(wdy, axis=0)) / n_cols
-            dx = (wdy - (xhat * c1 + c2)) * rstd
-            db_acc += dy
-        else:
-            dx = (wdy - xhat * c1) * rstd
+        dx = _norm_dx(xhat, w * dy, rstd, s1, s2, n_cols, IS_LN)
         tl.store(dx_ptr + base + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
         dw_acc += dy * xhat
-    p_off = (pid // N_SLICES) * n_cols + cols
+        if IS_LN:
+            db_acc += dy
+    p_off = group * n_cols + cols
     tl.store(dw_part_ptr + p_off, dw_acc, mask=col_ok)
     if IS_LN:
         tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
@@ -272,6 +275,7 @@ _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
 _SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
+_SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel step: groups x columns
 
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
@@ -397,9 +401,8 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
              cfg["num_warps"], tensors=tensors)
     # Column sums over the per-program partials, dW and dB in one launch, cast to the parameters' dtype.
     grads = torch.empty((parts.shape[0], n_cols), dtype=w.dtype, device=x2.device)
-    block_n = 128
-    _SUM_PARTIALS((triton.cdiv(n_cols, block_n), parts.shape[0]), (w.dtype, x2.device.index, n_groups, n_cols, is_ln),
-                  (parts, grads, n_groups, n_cols, 64, block_n), 4, tensors=(parts, grads))
+    _SUM_PARTIALS((triton.cdiv(n_cols, _SUM_COLS), parts.shape[0]), (w.dtype, x2.device.index, n_groups, n_cols, is_ln),
+                  (parts, grads, n_groups, n_cols, _SUM_GROUPS, _SUM_COLS), 4, tensors=(parts, grads))
     return dx, grads[0], (grads[1] if is_ln else None)
 
 
