@@ -222,6 +222,8 @@ BWD_VARIANTS = [
     ("sliced_rows", (2, 4, 2), {}), ("sliced_rows", (3, 4, 2), dict(reload_w=True)),
     ("sliced_rows", (4, 4, 4), dict(reload_w=True)), ("sliced_rows", (1, 4, 4), {}),
     ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
+    # more programs than can be resident at once under the interpreter: the separate partial-sums launch
+    ("whole_row", (2, 4), dict(fused_sum=True)), ("sliced_rows", (2, 4, 2), dict(stages=2, fused_sum=True)),
 ]
 
 
@@ -267,6 +269,29 @@ def test_norm_partial_sums_reduce_every_program_and_column(n_groups):
     out = torch.empty(2, 300, dtype=torch.bfloat16)
     impl._SUM_PARTIALS((3, 2), None, (parts, out, n_groups, 300, 64, 128), 4, tensors=(parts, out))
     assert torch.allclose(out.float(), parts.sum(1), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("is_ln", [False, True])
+@pytest.mark.parametrize("acc_in_global", [False, True])
+def test_norm_backward_sums_partials_behind_the_grid_barrier(is_ln, acc_in_global, monkeypatch):
+    """fused_sum: the backward's own programs sum the dW (dB) partials after a grid barrier. The interpreter
+    runs one program at a time, so it can only run a one-program grid (one SM); three launches in a row check
+    that the barrier words are left ready for the next launch."""
+    impl = _impl("rms_norm")
+    monkeypatch.setattr(impl, "_sm_count", lambda device: 1)
+    cfg = impl.whole_row(1, 4, acc_in_global=acc_in_global, fused_sum=True)
+    launches = []
+    monkeypatch.setattr(impl, "_SUM_PARTIALS", lambda *a, **k: launches.append(a))
+    generation = impl._sync_words(torch.device("cpu"))[1].item()
+    for seed in (1, 2, 3):
+        x, w, b, dy = _norm_inputs(7, 200, seed)
+        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
+        dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
+        _, want = _norm_reference(x, w, b, dy, is_ln)
+        for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
+            assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
+    assert launches == []
+    assert impl._sync_words(x.device).tolist() == [0, generation + 3]
 
 
 def test_committed_norm_launch_settings_compute_the_norms():
@@ -342,8 +367,11 @@ def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
     for hidden in (1024, 4096, 16384):
         for cand in tune.forward_candidates(impl, hidden):
             assert set(cand) == set(impl.row_tiles(1, 4))
-        for cand in tune.backward_candidates(impl, hidden):
+        backward = tune.backward_candidates(impl, hidden)
+        for cand in backward:
             assert set(cand) in (set(impl.whole_row(1, 4)), set(impl.sliced_rows(1, 4, 2)))
+        fused = [c for c in backward if c["fused_sum"]]
+        assert fused and all(c["per_sm"] <= c.get("slices", 1) for c in fused)  # one program per SM at most
     if not torch.cuda.is_available():
         assert tune.main([]) == 2
         assert "no CUDA device" in capsys.readouterr().err

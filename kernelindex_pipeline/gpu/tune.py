@@ -37,8 +37,8 @@ def forward_candidates(impl, hidden: int) -> list[dict]:
 
 
 def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
-    """Register-prefetched rows (x and dy, or x alone), shared-memory pipelined rows (``stages``), and, for
-    wide rows, rows split in column slices over two programs. Wide rows (16384) have no room for the
+    """Register-prefetched rows (x and dy, or x alone), shared-memory pipelined rows (``stages``), for
+    wide rows, rows split in column slices over two programs, and the partial sums fused (``fused_sum``). Wide rows (16384) have no room for the
     pipelined loop (shared memory exhausted in fp32, 37-130% slower in bf16) nor for prefetching both rows
     (spills), so x alone is their only prefetch."""
     wide = hidden >= 16384
@@ -56,7 +56,10 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     stages = [1, 2, 3] if dtype == "bf16" else [1]
     sliced = [impl.sliced_rows(p, w, 2, reload_w=r, stages=st)
               for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
-    return whole + sliced
+    # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
+    # summed behind a grid barrier instead of a second launch.
+    fused = [dict(c, per_sm=c.get("slices", 1), fused_sum=True) for c in whole + sliced]
+    return whole + sliced + list({tuple(sorted(c.items())): c for c in fused}.values())
 
 
 def _time_us(fn, flush) -> float:

@@ -128,10 +128,10 @@ def _norm_dx(xhat, wdy, rstd, s1, s2, n_cols, IS_LN: tl.constexpr):
 
 
 @triton.jit
-def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                     n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
+def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
+                     sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr, BLOCK_N: tl.constexpr,
                      RELOAD_W: tl.constexpr, ACC_IN_GLOBAL: tl.constexpr, PREFETCH: tl.constexpr,
-                     STAGES: tl.constexpr):
+                     STAGES: tl.constexpr, FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -195,12 +195,15 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
         tl.store(dw_part_ptr + p_off, dw_acc, mask=col_ok)
         if IS_LN:
             tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
+    if FUSED_SUM:
+        _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
 
 
 @triton.jit
-def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                            n_rows, n_cols, rows_per_prog, IS_LN: tl.constexpr, SLICE: tl.constexpr,
-                            N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, STAGES: tl.constexpr):
+def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
+                            sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
+                            SLICE: tl.constexpr, N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, STAGES: tl.constexpr,
+                            FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
     """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
     slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
     whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
@@ -250,24 +253,59 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
     tl.store(dw_part_ptr + p_off, dw_acc, mask=col_ok)
     if IS_LN:
         tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
+    if FUSED_SUM:
+        _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
+
+
+@triton.jit
+def _column_sums(part_ptr, out_ptr, n_groups, n_cols, cols, BLOCK_G: tl.constexpr):
+    """out[cols] = the sum over groups of part[g, cols], in float32, stored in out's dtype."""
+    col_ok = cols < n_cols
+    groups = tl.arange(0, BLOCK_G)
+    acc = tl.zeros(cols.shape, dtype=tl.float32)
+    for g0 in range(0, n_groups, BLOCK_G):
+        g = g0 + groups
+        tile = tl.load(part_ptr + g[:, None] * n_cols + cols[None, :], mask=(g[:, None] < n_groups) & col_ok[None, :],
+                       other=0.0, cache_modifier=".cg")
+        acc += tl.sum(tile, axis=0)
+    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
 @triton.jit
 def _sum_partials_kernel(part_ptr, out_ptr, n_groups, n_cols, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
-    """out[k, c] = sum over g of part[k, g, c], in float32, stored in out's dtype: the weight (and bias)
-    gradients from the backward's per-program partial sums, in one launch."""
+    """out[k, c] = sum over g of part[k, g, c]: the weight (and bias) gradients from the backward's
+    per-program partial sums, in one launch."""
     k = tl.program_id(1)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < n_cols
-    groups = tl.arange(0, BLOCK_G)
-    base = part_ptr + k.to(tl.int64) * n_groups * n_cols
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for g0 in range(0, n_groups, BLOCK_G):
-        g = g0 + groups
-        tile = tl.load(base + g[:, None] * n_cols + cols[None, :], mask=(g[:, None] < n_groups) & col_ok[None, :],
-                       other=0.0)
-        acc += tl.sum(tile, axis=0)
-    tl.store(out_ptr + k * n_cols + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+    _column_sums(part_ptr + k.to(tl.int64) * n_groups * n_cols, out_ptr + k * n_cols, n_groups, n_cols, cols, BLOCK_G)
+
+
+@triton.jit
+def _grid_sync(sync_ptr, n_progs):
+    """Wait until every program of the launch has arrived (all must be resident at once). ``sync_ptr``:
+    [arrivals, generation], int32; the last to arrive resets the arrivals and moves the generation on,
+    so the same two words serve every launch."""
+    tl.debug_barrier()  # every thread's stores before this program's arrival
+    generation = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
+    if tl.atomic_add(sync_ptr, 1, sem="acq_rel") == n_progs - 1:
+        tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
+        tl.atomic_add(sync_ptr + 1, 1, sem="release")
+    else:
+        while tl.atomic_add(sync_ptr + 1, 0, sem="acquire") == generation:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN: tl.constexpr,
+                            SUM_G: tl.constexpr, SUM_N: tl.constexpr):
+    """The backward's epilogue instead of the _sum_partials_kernel launch: once every program has stored its
+    partial sums, each sums SUM_N columns of them over the groups into the weight (and bias) gradients."""
+    _grid_sync(sync_ptr, tl.num_programs(0))
+    cols = tl.program_id(0) * SUM_N + tl.arange(0, SUM_N)
+    _column_sums(dw_part_ptr, grads_ptr, n_groups, n_cols, cols, SUM_G)
+    if IS_LN:
+        _column_sums(db_part_ptr, grads_ptr + n_cols, n_groups, n_cols, cols, SUM_G)
 
 
 _FWD = CachedLaunch(_norm_fwd_kernel)
@@ -295,17 +333,21 @@ def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
     return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "stream": stream}
 
 
-def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1) -> dict:
-    """``prefetch``: False, "x" (the next row's x) or True (the next row's x and dy)."""
+def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1,
+              fused_sum=False) -> dict:
+    """``prefetch``: False, "x" (the next row's x) or True (the next row's x and dy). ``fused_sum``: the
+    programs sum the partials themselves after a grid-wide barrier instead of a second launch (only where
+    every program can be resident at once: at most one per SM; else the second launch)."""
     return {"per_sm": per_sm, "num_warps": num_warps, "acc_in_global": acc_in_global, "reload_w": reload_w,
-            "prefetch": prefetch, "stages": stages}
+            "prefetch": prefetch, "stages": stages, "fused_sum": fused_sum}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
-    ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``: pipeline depth as in
+    ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``, ``fused_sum``: as in
     ``whole_row``. (The next row prefetched in registers, as in ``whole_row``, was slower here: v8 notes.)"""
-    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages}
+    return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
+            "fused_sum": fused_sum}
 
 
 FWD_CONFIG: dict = {
@@ -377,6 +419,25 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     return y, mean, rstd
 
 
+_SYNC_WORDS: dict = {}
+
+
+def _sync_words(device) -> torch.Tensor:
+    """The two int32 words ``_grid_sync`` works on, one pair per device and stream (zeroed once; every
+    launch leaves them as it found them but for the generation count)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    if key not in _SYNC_WORDS:
+        _SYNC_WORDS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _SYNC_WORDS[key]
+
+
+def _all_resident(device, n_progs) -> bool:
+    """Whether ``n_progs`` programs of one program per SM at most can all run at once (a grid barrier needs
+    that). Triton's interpreter runs programs one after another, so off CUDA only a single program can."""
+    return n_progs <= (_sm_count(device) if device.type == "cuda" else 1)
+
+
 def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     """dx and the parameter gradients; ``config`` overrides the launch settings (a BWD_CONFIG value)."""
     n_rows, n_cols = x2.shape
@@ -386,23 +447,31 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     n_groups = min(n_rows, max(1, _sm_count(x2.device) * cfg["per_sm"] // slices))
     rows_per_prog = triton.cdiv(n_rows, n_groups)
     n_groups = triton.cdiv(n_rows, rows_per_prog)
+    n_progs = n_groups * slices
+    fused = bool(cfg.get("fused_sum")) and _all_resident(x2.device, n_progs)
     dx = torch.empty_like(x2)
     parts = torch.empty((2 if is_ln else 1, n_groups, n_cols), dtype=torch.float32, device=x2.device)
-    dw_part, db_part = parts[0], parts[-1]
-    tensors = (dy2, x2, w, mean, rstd, dx, dw_part, db_part)
-    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog) + tuple(cfg.items())
-    if "slices" in cfg:
-        _BWD_SLICED((n_groups * slices,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n // slices,
-                                                          slices, cfg["reload_w"], cfg["stages"]),
-                    cfg["num_warps"], tensors=tensors)
-    else:
-        _BWD((n_groups,), key, tensors + (n_rows, n_cols, rows_per_prog, is_ln, block_n, cfg["reload_w"],
-                                          cfg["acc_in_global"], _PREFETCHED[cfg["prefetch"]], cfg["stages"]),
-             cfg["num_warps"], tensors=tensors)
-    # Column sums over the per-program partials, dW and dB in one launch, cast to the parameters' dtype.
     grads = torch.empty((parts.shape[0], n_cols), dtype=w.dtype, device=x2.device)
-    _SUM_PARTIALS((triton.cdiv(n_cols, _SUM_COLS), parts.shape[0]), (w.dtype, x2.device.index, n_groups, n_cols, is_ln),
-                  (parts, grads, n_groups, n_cols, _SUM_GROUPS, _SUM_COLS), 4, tensors=(parts, grads))
+    sync = _sync_words(x2.device) if fused else parts
+    # The fused epilogue: each program sums sum_n columns over the groups, sum_g groups at a time.
+    sum_n = triton.next_power_of_2(triton.cdiv(n_cols, n_progs))
+    sum_g = max(1, min(triton.next_power_of_2(n_groups), 8192 // sum_n))
+    tensors = (dy2, x2, w, mean, rstd, dx, parts[0], parts[-1], grads, sync)
+    key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog, fused) \
+        + tuple(cfg.items())
+    common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
+    if "slices" in cfg:
+        _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"], cfg["stages"],
+                                                        fused, sum_g, sum_n), cfg["num_warps"], tensors=tensors)
+    else:
+        _BWD((n_progs,), key, tensors + common + (block_n, cfg["reload_w"], cfg["acc_in_global"],
+                                                  _PREFETCHED[cfg["prefetch"]], cfg["stages"], fused, sum_g, sum_n),
+             cfg["num_warps"], tensors=tensors)
+    if not fused:
+        # Column sums over the per-program partials, dW and dB in one launch, cast to the parameters' dtype.
+        _SUM_PARTIALS((triton.cdiv(n_cols, _SUM_COLS), parts.shape[0]),
+                      (w.dtype, x2.device.index, n_groups, n_cols, is_ln),
+                      (parts, grads, n_groups, n_cols, _SUM_GROUPS, _SUM_COLS), 4, tensors=(parts, grads))
     return dx, grads[0], (grads[1] if is_ln else None)
 
 

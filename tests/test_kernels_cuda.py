@@ -1,0 +1,47 @@
+"""KernelIndex's norm backward on a CUDA device: what the CPU interpreter cannot run (skipped without CUDA).
+
+The grid barrier of ``fused_sum`` needs every program resident at once, which only a GPU provides.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def _inputs(rows, hidden, dtype, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(rows, hidden, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(hidden, device="cuda", generator=gen) * 0.1 + 1).to(dtype)
+    b = (torch.randn(hidden, device="cuda", generator=gen) * 0.1).to(dtype)
+    dy = torch.randn(rows, hidden, device="cuda", generator=gen).to(dtype)
+    return x, w, b, dy
+
+
+@pytest.mark.parametrize(("is_ln", "rows", "hidden", "dtype"), [
+    (False, 2048, 16384, torch.bfloat16), (True, 1024, 16384, torch.float32),
+    (False, 2048, 4096, torch.bfloat16), (True, 777, 1000, torch.float32)])
+def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype):
+    """Over many resident programs and launches in a row, the barrier-fused dW (dB) equal the separate
+    launch's (the same fp32 sums in the same order) and dx is untouched."""
+    impl = importlib.import_module("kernels.rms_norm.impl")
+    base = impl._bwd_meta(hidden, is_ln)[1]
+    fused = dict(base, fused_sum=True, per_sm=min(base["per_sm"], base.get("slices", 1)))
+    split = dict(fused, fused_sum=False)
+    n_sm = impl._sm_count(torch.device("cuda"))
+    for seed in range(4):
+        x, w, b, dy = _inputs(rows, hidden, dtype, seed)
+        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
+        want = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=split)
+        got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=fused)
+        for g, r in zip(got, want):
+            if r is not None:
+                assert torch.equal(g, r)
+    assert impl._all_resident(x.device, n_sm) and not impl._all_resident(x.device, n_sm + 1)
+    assert impl._sync_words(x.device)[0].item() == 0
