@@ -50,7 +50,7 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     whole = [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
              for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
              if not (wide and p > 1 and not g)]
-    # Wide rows split in two column slices, the row loop pipelined through shared memory or not (fp32: two
+    # Wide rows split in two column slices, the row loop pipelined or not (fp32: two
     # stages do not fit). Four slices, more than two programs per SM, 4 warps, slicing at 4096 and the next
     # row prefetched in registers were all slower (v8 notes).
     stages = [1, 2, 3] if dtype == "bf16" else [1]
@@ -58,7 +58,7 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
               for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
     # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
     # summed behind a grid barrier instead of a second launch.
-    fused = [dict(c, per_sm=c.get("slices", 1), fused_sum=True) for c in whole + sliced]
+    fused = [dict(c, per_sm=1, fused_sum=True) for c in whole + sliced]
     return whole + sliced + list({tuple(sorted(c.items())): c for c in fused}.values())
 
 

@@ -5,9 +5,10 @@ program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row)
 number of programs (a small multiple of the SM count) each walk a contiguous set of rows, write dx,
 and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
 own row of the partials buffer); optionally the next row's x and dy (or x alone) are loaded before the
-current row's reductions (software prefetch), or the row loop is pipelined through shared memory; wide
-rows may be split in column slices over several programs. One more launch sums the partials over programs
-into dw (and db). Launch settings per row length are in FWD_CONFIG / BWD_CONFIG.
+current row's reductions (software prefetch), or the row loop is pipelined; wide rows may be split in
+column slices over several programs. One more launch sums the partials over programs into dw (and db),
+or, where all programs fit on the GPU at once, the same programs do after a grid barrier. Launch
+settings per row length are in FWD_CONFIG / BWD_CONFIG.
 """
 
 from __future__ import annotations
@@ -323,13 +324,16 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # streaming cache hints; one program per tile (a persistent grid walking the tiles with a pipelined loop
 # was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7).
 # Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row,
-# prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: the next
-# rows' loads go to shared memory while this one computes); or (``sliced_rows``) each row's columns split
+# prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: compiled by
+# Triton 3.6 for sm_90, the next rows' fp32 loads go through shared memory while this row computes; of
+# bf16 rows only the saved statistic is loaded ahead, which still takes that load's latency off each
+# row's critical path); or (``sliced_rows``) each row's columns split
 # over programs walking the same rows (at 16384 a whole row's fp32 dW/dB partials leave no registers for
-# the next rows' loads: two slices took LayerNorm from 355-366 to 270 us, v8, and, pipelined through
-# shared memory, RMSNorm from 85 to 71 us, v9). The entries are the fastest of a per-size sweep on one
-# H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows; ``python -m kernelindex_pipeline.gpu.tune``,
-# see docs/rerun-notes.md).
+# the next rows' loads: two slices took LayerNorm from 355-366 to 270 us, v8, and, with 3 stages,
+# RMSNorm from 85 to 71 us, v9); ``fused_sum`` sums the partials in the same launch behind a grid barrier
+# (RMSNorm 1024 / 4096 and LayerNorm 4096 backward 16% / 7% / 5% faster, v10). The entries are the fastest
+# of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
+# ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
 def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
     """``stream``: cache hints for data touched once (x loaded evict-first, y stored streaming)."""
@@ -361,10 +365,11 @@ FWD_CONFIG: dict = {
 }
 
 BWD_CONFIG: dict = {
-    (False, 1024): whole_row(2, 8, reload_w=True, prefetch=True),
-    (False, 4096): whole_row(1, 16, reload_w=True, stages=3),
+    (False, 1024): whole_row(1, 8, reload_w=True, prefetch=True, fused_sum=True),
+    (False, 4096): whole_row(1, 16, reload_w=True, stages=3, fused_sum=True),
     (False, 16384): sliced_rows(1, 8, 2, stages=3),
-    (True, 1024): whole_row(2, 4, reload_w=True, stages=3), (True, 4096): whole_row(1, 8, stages=3),
+    (True, 1024): whole_row(2, 4, reload_w=True, stages=3),
+    (True, 4096): whole_row(1, 8, stages=3, fused_sum=True),
     (True, 16384): sliced_rows(1, 8, 2, reload_w=True),
 }
 
