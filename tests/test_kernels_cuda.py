@@ -34,20 +34,25 @@ def _inputs(rows, hidden, dtype, seed):
     (False, 2048, 16384, torch.bfloat16), (True, 1024, 16384, torch.float32),
     (False, 2048, 4096, torch.bfloat16), (True, 777, 1000, torch.float32)])
 def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype):
-    """Over many resident programs and launches in a row, the barrier-fused dW (dB) equal the separate
-    launch's (the same fp32 sums in the same order) and dx is untouched."""
+    """Over many resident programs and launches in a row, the barrier-fused dW (dB) agree with the separate
+    launch's and dx is untouched; the barrier words are left ready for the next launch."""
     impl = importlib.import_module("kernels.rms_norm.impl")
     base = impl._bwd_meta(hidden, is_ln)[1]
     fused = dict(base, fused_sum=True, per_sm=1)
     split = dict(fused, fused_sum=False)
     n_sm = impl._sm_count(torch.device("cuda"))
+    words = impl._sync_words(torch.device("cuda", torch.cuda.current_device()))
+    generation = words[1].item()
     for seed in range(4):
         x, w, b, dy = _inputs(rows, hidden, dtype, seed)
         _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
         want = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=split)
         got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=fused)
-        for g, r in zip(got, want):
+        assert torch.equal(got[0], want[0])  # the same dx kernel
+        # The same fp32 partials summed in tiles of another shape: equal to rounding in the output dtype.
+        tol = 8e-3 if dtype == torch.bfloat16 else 1e-5
+        for g, r in zip(got[1:], want[1:]):
             if r is not None:
-                assert torch.equal(g, r)
+                assert torch.allclose(g.float(), r.float(), rtol=tol, atol=tol * r.float().abs().max().item())
+    assert words.tolist() == [0, generation + 4]  # four fused launches, each through the barrier
     assert impl._all_resident(x.device, n_sm) and not impl._all_resident(x.device, n_sm + 1)
-    assert impl._sync_words(x.device)[0].item() == 0
