@@ -224,7 +224,6 @@ BWD_VARIANTS = [
     ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
     # more programs than can be resident at once under the interpreter: the separate partial-sums launch
     ("whole_row", (2, 4), dict(fused_sum=True)), ("sliced_rows", (2, 4, 2), dict(stages=2, fused_sum=True)),
-    ("sliced_rows", (2, 4, 2), dict(other_chunk=32)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, other_chunk=16)),
 ]
 
 

@@ -204,14 +204,12 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
 def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
                             sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
                             SLICE: tl.constexpr, N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, STAGES: tl.constexpr,
-                            FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr,
-                            OTHER_CHUNK: tl.constexpr):
+                            FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
     """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
     slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
     whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
     only, before its own): its partners read the same bytes at about the same time, so L2 serves the
-    repeats and HBM still sees each element once. The other slices are read OTHER_CHUNK columns at a time:
-    smaller pieces hold fewer registers at once. STAGES > 1 lets the compiler pipeline the row loop."""
+    repeats and HBM still sees each element once. STAGES > 1 lets the compiler pipeline the row loop."""
     pid = tl.program_id(0)
     group = pid // N_SLICES
     part = pid % N_SLICES
@@ -234,9 +232,8 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
             mean = 0.0
         s1 = 0.0
         s2 = 0.0
-        for t in tl.static_range(0, (N_SLICES - 1) * (SLICE // OTHER_CHUNK)):
-            other = (part + 1 + t // (SLICE // OTHER_CHUNK)) % N_SLICES
-            o_cols = other * SLICE + (t % (SLICE // OTHER_CHUNK)) * OTHER_CHUNK + tl.arange(0, OTHER_CHUNK)
+        for t in tl.static_range(1, N_SLICES):
+            o_cols = ((part + t) % N_SLICES) * SLICE + lanes
             o_ok = o_cols < n_cols
             xo = tl.load(x_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
             wdy_o = (tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
@@ -349,13 +346,13 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages, "fused_sum": fused_sum}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, other_chunk=None) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
     ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``, ``fused_sum``: as in
-    ``whole_row``; ``other_chunk``: columns of the other slices read at once (None: a whole slice).
-    (The next row prefetched in registers, as in ``whole_row``, was slower here: v8 notes.)"""
+    ``whole_row``. (The next row prefetched in registers, as in ``whole_row``, and the other slices read in
+    smaller pieces were slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
-            "fused_sum": fused_sum, "other_chunk": other_chunk}
+            "fused_sum": fused_sum}
 
 
 FWD_CONFIG: dict = {
@@ -470,10 +467,8 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
         + tuple(cfg.items())
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
     if "slices" in cfg:
-        slice_n = block_n // slices
-        other_chunk = min(slice_n, cfg.get("other_chunk") or slice_n)
-        _BWD_SLICED((n_progs,), key, tensors + common + (slice_n, slices, cfg["reload_w"], cfg["stages"], fused, sum_g,
-                                                        sum_n, other_chunk), cfg["num_warps"], tensors=tensors)
+        _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"], cfg["stages"],
+                                                        fused, sum_g, sum_n), cfg["num_warps"], tensors=tensors)
     else:
         _BWD((n_progs,), key, tensors + common + (block_n, cfg["reload_w"], cfg["acc_in_global"],
                                                   _PREFETCHED[cfg["prefetch"]], cfg["stages"], fused, sum_g, sum_n),
