@@ -260,24 +260,6 @@ def test_norm_backward_launch_variants(is_ln, variant):
         assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("is_ln", [False, True])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(("cols", "slices", "stages"), [(200, 2, 2), (64, 4, 3), (202, 2, 1), (201, 2, 2)])
-def test_norm_backward_paired_words(is_ln, dtype, cols, slices, stages):
-    """``paired``: 16-bit rows read and written two elements to an int32 word (odd lengths take the plain
-    sliced kernel) give the float64 reference's dx, dW (dB) to the dtype's rounding, with every column
-    (both halves of every word, the masked tail) in place."""
-    impl = _impl("rms_norm")
-    x, w, b, dy = (t.to(dtype) for t in _norm_inputs(37, cols, cols))
-    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-    got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=impl.sliced_rows(2, 4, slices, stages=stages,
-                                                                                   paired=True))
-    _, want = _norm_reference(x.float(), w.float(), b.float(), dy.float(), is_ln)
-    for g, ref in zip(got, want):
-        assert g.dtype == dtype
-        assert torch.allclose(g.double(), ref, rtol=2e-2, atol=2e-2 * ref.abs().max().item())
-
-
 @pytest.mark.parametrize("n_groups", [1, 64, 150])
 def test_norm_partial_sums_reduce_every_program_and_column(n_groups):
     """The launch that turns per-program partials into dW (and dB): every group (over several tiles of groups)

@@ -56,10 +56,6 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     stages = [1, 2, 3] if dtype == "bf16" else [1]
     sliced = [impl.sliced_rows(p, w, 2, reload_w=r, stages=st)
               for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
-    # 16-bit rows read two elements to a 32-bit word, which Triton pipelines through shared memory.
-    if dtype in ("bf16", "fp16"):
-        sliced += [impl.sliced_rows(p, w, 2, stages=st, paired=True)
-                   for p, w, st in itertools.product([1, 2], [4, 8, 16], [1, 2, 3])]
     # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
     # summed behind a grid barrier instead of a second launch.
     fused = [dict(c, per_sm=1, fused_sum=True) for c in whole + sliced]

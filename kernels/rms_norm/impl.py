@@ -259,95 +259,6 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
 
 
 @triton.jit
-def _unpack_pairs(words, ELEM: tl.constexpr):
-    """int32 words each holding two 16-bit ``ELEM`` values -> (low, high) halves as float32."""
-    lo = words.to(tl.int16).to(ELEM, bitcast=True).to(tl.float32)
-    hi = (words >> 16).to(tl.int16).to(ELEM, bitcast=True).to(tl.float32)
-    return lo, hi
-
-
-@triton.jit
-def _pack_pairs(lo, hi, ELEM: tl.constexpr):
-    """The inverse of ``_unpack_pairs``: two float32 tensors rounded to ``ELEM``, two to an int32 word."""
-    lo_bits = lo.to(ELEM).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    hi_bits = hi.to(ELEM).to(tl.int16, bitcast=True).to(tl.int32) << 16
-    return hi_bits | lo_bits
-
-
-@triton.jit
-def _norm_bwd_paired_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
-                            sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
-                            SLICE: tl.constexpr, N_SLICES: tl.constexpr, STAGES: tl.constexpr,
-                            FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
-    """``_norm_bwd_sliced_kernel`` for 16-bit rows of even length, read and written as int32 words of two
-    elements (the even and odd columns, ``lo`` and ``hi``): Triton 3.6 pipelines 32-bit loads of the row
-    loop through shared memory (STAGES), 16-bit ones not at all."""
-    ELEM: tl.constexpr = x_ptr.dtype.element_ty
-    x32 = x_ptr.to(tl.pointer_type(tl.int32))
-    dy32 = dy_ptr.to(tl.pointer_type(tl.int32))
-    w32 = w_ptr.to(tl.pointer_type(tl.int32))
-    dx32 = dx_ptr.to(tl.pointer_type(tl.int32))
-    n_words = n_cols // 2
-    pid = tl.program_id(0)
-    group = pid // N_SLICES
-    part = pid % N_SLICES
-    lanes = tl.arange(0, SLICE // 2)
-    words = part * (SLICE // 2) + lanes
-    ok = words < n_words
-    w_lo, w_hi = _unpack_pairs(tl.load(w32 + words, mask=ok, other=0), ELEM)
-    dw_lo = tl.zeros((SLICE // 2,), dtype=tl.float32)
-    dw_hi = tl.zeros((SLICE // 2,), dtype=tl.float32)
-    db_lo = tl.zeros((SLICE // 2,), dtype=tl.float32)
-    db_hi = tl.zeros((SLICE // 2,), dtype=tl.float32)
-    row0 = group * rows_per_prog
-    row_end = tl.minimum(row0 + rows_per_prog, n_rows)
-    for i in tl.range(0, row_end - row0, num_stages=STAGES):
-        row = row0 + i
-        base = row.to(tl.int64) * n_words
-        rstd = tl.load(rstd_ptr + row)
-        if IS_LN:
-            mean = tl.load(mean_ptr + row)
-        else:
-            mean = 0.0
-        s1 = 0.0
-        s2 = 0.0
-        for t in tl.static_range(1, N_SLICES):
-            o_words = ((part + t) % N_SLICES) * (SLICE // 2) + lanes
-            o_ok = o_words < n_words
-            xo_lo, xo_hi = _unpack_pairs(tl.load(x32 + base + o_words, mask=o_ok, other=0), ELEM)
-            dyo_lo, dyo_hi = _unpack_pairs(tl.load(dy32 + base + o_words, mask=o_ok, other=0), ELEM)
-            wo_lo, wo_hi = _unpack_pairs(tl.load(w32 + o_words, mask=o_ok, other=0), ELEM)
-            wdy_lo = wo_lo * dyo_lo  # 0 past the row's end, so those columns add nothing below
-            wdy_hi = wo_hi * dyo_hi
-            s1 += tl.sum((xo_lo - mean) * rstd * wdy_lo, axis=0) + tl.sum((xo_hi - mean) * rstd * wdy_hi, axis=0)
-            s2 += tl.sum(wdy_lo, axis=0) + tl.sum(wdy_hi, axis=0)
-        x_lo, x_hi = _unpack_pairs(tl.load(x32 + base + words, mask=ok, other=0), ELEM)
-        dy_lo, dy_hi = _unpack_pairs(tl.load(dy32 + base + words, mask=ok, other=0), ELEM)
-        xhat_lo = tl.where(ok, (x_lo - mean) * rstd, 0.0)
-        xhat_hi = tl.where(ok, (x_hi - mean) * rstd, 0.0)
-        wdy_lo = w_lo * dy_lo
-        wdy_hi = w_hi * dy_hi
-        dx_lo = _norm_dx(xhat_lo, wdy_lo, rstd, s1 + tl.sum(xhat_hi * wdy_hi, axis=0), s2 + tl.sum(wdy_hi, axis=0),
-                         n_cols, IS_LN)
-        dx_hi = _norm_dx(xhat_hi, wdy_hi, rstd, s1 + tl.sum(xhat_lo * wdy_lo, axis=0), s2 + tl.sum(wdy_lo, axis=0),
-                         n_cols, IS_LN)
-        tl.store(dx32 + base + words, _pack_pairs(dx_lo, dx_hi, ELEM), mask=ok)
-        dw_lo += dy_lo * xhat_lo
-        dw_hi += dy_hi * xhat_hi
-        if IS_LN:
-            db_lo += dy_lo
-            db_hi += dy_hi
-    p_off = group * n_cols + 2 * words
-    tl.store(dw_part_ptr + p_off, dw_lo, mask=ok)
-    tl.store(dw_part_ptr + p_off + 1, dw_hi, mask=ok)
-    if IS_LN:
-        tl.store(db_part_ptr + p_off, db_lo, mask=ok)
-        tl.store(db_part_ptr + p_off + 1, db_hi, mask=ok)
-    if FUSED_SUM:
-        _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
-
-
-@triton.jit
 def _column_sums(part_ptr, out_ptr, n_groups, n_cols, cols, BLOCK_G: tl.constexpr):
     """out[cols] = the sum over groups of part[g, cols], in float32, stored in out's dtype."""
     col_ok = cols < n_cols
@@ -402,7 +313,6 @@ _FWD = CachedLaunch(_norm_fwd_kernel)
 _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
-_BWD_PAIRED = CachedLaunch(_norm_bwd_paired_kernel)
 _SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
 _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel step: groups x columns
 
@@ -436,15 +346,13 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages, "fused_sum": fused_sum}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, paired=False) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
     ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``, ``fused_sum``: as in
-    ``whole_row``; ``paired``: 16-bit rows of even length read two elements to a 32-bit word
-    (``_norm_bwd_paired_kernel``, w held in registers; other rows as without). (The next row prefetched in
-    registers, as in ``whole_row``, and the other slices read in smaller pieces were slower here: v8 and
-    v10 notes.)"""
+    ``whole_row``. (The next row prefetched in registers, as in ``whole_row``, and the other slices read in
+    smaller pieces were slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
-            "fused_sum": fused_sum, "paired": paired}
+            "fused_sum": fused_sum}
 
 
 FWD_CONFIG: dict = {
@@ -558,10 +466,7 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog, fused) \
         + tuple(cfg.items())
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
-    if cfg.get("paired") and x2.element_size() == 2 and n_cols % 2 == 0:
-        _BWD_PAIRED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["stages"], fused, sum_g,
-                                                        sum_n), cfg["num_warps"], tensors=tensors)
-    elif "slices" in cfg:
+    if "slices" in cfg:
         _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"], cfg["stages"],
                                                         fused, sum_g, sum_n), cfg["num_warps"], tensors=tensors)
     else:
