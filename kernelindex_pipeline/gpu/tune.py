@@ -37,10 +37,10 @@ def forward_candidates(impl, hidden: int) -> list[dict]:
 
 
 def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
-    """Register-prefetched rows (x and dy, or x alone), shared-memory pipelined rows (``stages``), for
-    wide rows, rows split in column slices over two programs, and the partial sums fused (``fused_sum``). Wide rows (16384) have no room for the
-    pipelined loop (shared memory exhausted in fp32, 37-130% slower in bf16) nor for prefetching both rows
-    (spills), so x alone is their only prefetch."""
+    """Register-prefetched rows (x and dy, or x alone), pipelined rows (``stages``), for wide rows, rows
+    split in column slices over two programs, and each again with the partial sums fused (``fused_sum``).
+    Whole wide rows (16384) have no room for the pipelined loop (shared memory exhausted in fp32, 37-130%
+    slower in bf16) nor for prefetching both rows (spills), so x alone is their only prefetch."""
     wide = hidden >= 16384
     per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
     warps = [16, 32] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
@@ -50,9 +50,10 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     whole = [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
              for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
              if not (wide and p > 1 and not g)]
-    # Wide rows split in two column slices, the row loop pipelined or not (fp32: two
-    # stages do not fit). Four slices, more than two programs per SM, 4 warps, slicing at 4096 and the next
-    # row prefetched in registers were all slower (v8 notes).
+    # Wide rows split in two column slices, the row loop pipelined or not (fp32: not pipelined; three stages
+    # do not fit in shared memory, two would take 164 KB, compiled for sm_90, v10 notes). Four slices, more
+    # than two programs per SM, 4 warps, slicing at 4096 and the next row prefetched in registers were all
+    # slower (v8 notes).
     stages = [1, 2, 3] if dtype == "bf16" else [1]
     sliced = [impl.sliced_rows(p, w, 2, reload_w=r, stages=st)
               for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
