@@ -56,3 +56,22 @@ def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype
                 assert torch.allclose(g.float(), r.float(), rtol=tol, atol=tol * r.float().abs().max().item())
     assert words.tolist() == [0, generation + 4]  # four fused launches, each through the barrier
     assert impl._all_resident(x.device, n_sm) and not impl._all_resident(x.device, n_sm + 1)
+
+
+@pytest.mark.parametrize(("is_ln", "rows", "hidden", "dtype"), [
+    (False, 2048, 16384, torch.bfloat16), (True, 1024, 16384, torch.float32), (False, 300, 4096, torch.bfloat16)])
+def test_tma_tiled_rows_match_plain_loads(is_ln, rows, hidden, dtype):
+    """The sliced backward with its loads as TMA tiles gives the plain-load kernel's dx, dW (dB)."""
+    impl = importlib.import_module("kernels.rms_norm.impl")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the TMA needs sm_90 or later")
+    x, w, b, dy = _inputs(rows, hidden, dtype, 7)
+    assert impl._tma_lines(hidden, 2, x, dy) == hidden // 512
+    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
+    tiled = impl.sliced_rows(1, 8, 2, stages=2, tma=True)
+    got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=tiled)
+    want = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=dict(tiled, tma=False))
+    tol = 8e-3 if dtype == torch.bfloat16 else 1e-5
+    for g, r in zip(got, want):
+        if r is not None:
+            assert torch.allclose(g.float(), r.float(), rtol=tol, atol=tol * r.float().abs().max().item())

@@ -224,6 +224,8 @@ BWD_VARIANTS = [
     ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
     # more programs than can be resident at once under the interpreter: the separate partial-sums launch
     ("whole_row", (2, 4), dict(fused_sum=True)), ("sliced_rows", (2, 4, 2), dict(stages=2, fused_sum=True)),
+    # rows of 200 columns cannot be TMA tiles: the plain-load sliced kernel
+    ("sliced_rows", (2, 4, 2), dict(stages=2, tma=True)),
 ]
 
 
@@ -258,6 +260,34 @@ def test_norm_backward_launch_variants(is_ln, variant):
     _, want = _norm_reference(x, w, b, dy, is_ln)
     for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
         assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("is_ln", [False, True])
+@pytest.mark.parametrize(("hidden", "slices", "kwargs"), [
+    (512, 2, dict(stages=2)), (1024, 4, dict(reload_w=True)), (1024, 1, dict(stages=3)), (2048, 2, {})])
+def test_norm_backward_loads_tma_tiles(is_ln, hidden, slices, kwargs, monkeypatch):
+    """Rows of power-of-two length, each slice moved as [lines, 256] TMA tiles: the TMA kernel runs (not the
+    plain-load one) and gives the reference dx and dW (dB); the whole row when there is one slice."""
+    impl = _impl("rms_norm")
+    monkeypatch.setattr(impl, "_BWD_SLICED", lambda *a, **k: pytest.fail("plain-load kernel launched"))
+    x, w, b, dy = _norm_inputs(37, hidden, hidden + slices)
+    assert impl._tma_lines(hidden, slices, x, dy) == hidden // (256 * slices)
+    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
+    cfg = impl.sliced_rows(3, 4, slices, tma=True, **kwargs)
+    dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
+    _, want = _norm_reference(x, w, b, dy, is_ln)
+    for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
+        assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_tma_tiles_only_where_rows_fit_them():
+    """Rows that are not a power of two, slices narrower than one 256-column line, or data off 16-byte
+    alignment are not TMA tiles (the plain-load kernel takes them)."""
+    impl = _impl("rms_norm")
+    x = torch.zeros(4, 4096)
+    assert impl._tma_lines(4096, 2, x) == 8 and impl._tma_lines(4096, 1, x) == 16
+    assert impl._tma_lines(4000, 1, x) == 0 and impl._tma_lines(256, 2, x) == 0
+    assert impl._tma_lines(4096, 2, x.view(-1)[1:4097]) == 0
 
 
 @pytest.mark.parametrize("n_groups", [1, 64, 150])

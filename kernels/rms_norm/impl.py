@@ -6,7 +6,7 @@ number of programs (a small multiple of the SM count) each walk a contiguous set
 and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
 own row of the partials buffer); optionally the next row's x and dy (or x alone) are loaded before the
 current row's reductions (software prefetch), or the row loop is pipelined; wide rows may be split in
-column slices over several programs. One more launch sums the partials over programs into dw (and db),
+column slices over several programs, whose loads may go through the TMA. One more launch sums the partials over programs into dw (and db),
 or, where all programs fit on the GPU at once, the same programs do after a grid barrier. Launch
 settings per row length are in FWD_CONFIG / BWD_CONFIG.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import kernels
 from kernels._impl_common import (
@@ -119,9 +120,9 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
 def _norm_dx(xhat, wdy, rstd, s1, s2, n_cols, IS_LN: tl.constexpr):
     """dx of one row (or slice) from xhat and w * dy; ``s1``, ``s2``: the row's sums of xhat * w * dy and
     w * dy over the columns outside this tile (0 when the tile is the whole row)."""
-    c1 = (s1 + tl.sum(xhat * wdy, axis=0)) / n_cols
+    c1 = (s1 + tl.sum(xhat * wdy)) / n_cols
     if IS_LN:
-        c2 = (s2 + tl.sum(wdy, axis=0)) / n_cols
+        c2 = (s2 + tl.sum(wdy)) / n_cols
         dx = (wdy - (xhat * c1 + c2)) * rstd
     else:
         dx = (wdy - xhat * c1) * rstd
@@ -259,6 +260,62 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
 
 
 @triton.jit
+def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw_part_ptr, db_part_ptr,
+                                grads_ptr, sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
+                                LINES: tl.constexpr, LINE: tl.constexpr, N_SLICES: tl.constexpr,
+                                RELOAD_W: tl.constexpr, STAGES: tl.constexpr, FUSED_SUM: tl.constexpr,
+                                SUM_G: tl.constexpr, SUM_N: tl.constexpr):
+    """``_norm_bwd_sliced_kernel`` with each slice of x and dy loaded as one [LINES, LINE] tile by the tensor
+    memory accelerator (TMA): the loads land in shared memory, so the pipelined loop (STAGES > 1) keeps
+    the next rows' slices in flight, in any dtype and without holding them in registers, while this row
+    computes. dx leaves by plain stores (TMA stores, through shared memory, measured slower: v11 notes)."""
+    pid = tl.program_id(0)
+    group = pid // N_SLICES
+    part = pid % N_SLICES
+    tile = tl.arange(0, LINES)[:, None] * LINE + tl.arange(0, LINE)[None, :]
+    cols = part * (LINES * LINE) + tile
+    if not RELOAD_W:
+        w = tl.load(w_ptr + cols).to(tl.float32)
+    dw_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
+    db_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
+    row0 = group * rows_per_prog
+    row_end = tl.minimum(row0 + rows_per_prog, n_rows)
+    for i in tl.range(0, row_end - row0, num_stages=STAGES):
+        row = row0 + i
+        line0 = row * (LINES * N_SLICES)
+        rstd = tl.load(rstd_ptr + row)
+        if IS_LN:
+            mean = tl.load(mean_ptr + row)
+        else:
+            mean = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        for t in tl.static_range(1, N_SLICES):
+            other = (part + t) % N_SLICES
+            xo = x_desc.load([line0 + other * LINES, 0]).to(tl.float32)
+            wdy_o = (tl.load(w_ptr + other * (LINES * LINE) + tile).to(tl.float32)
+                     * dy_desc.load([line0 + other * LINES, 0]).to(tl.float32))
+            s1 += tl.sum((xo - mean) * rstd * wdy_o)
+            s2 += tl.sum(wdy_o)
+        x = x_desc.load([line0 + part * LINES, 0]).to(tl.float32)
+        dy = dy_desc.load([line0 + part * LINES, 0]).to(tl.float32)
+        if RELOAD_W:
+            w = tl.load(w_ptr + cols).to(tl.float32)
+        xhat = (x - mean) * rstd
+        dx = _norm_dx(xhat, w * dy, rstd, s1, s2, n_cols, IS_LN)
+        tl.store(dx_ptr + row.to(tl.int64) * n_cols + cols, dx.to(dx_ptr.dtype.element_ty))
+        dw_acc += dy * xhat
+        if IS_LN:
+            db_acc += dy
+    p_off = group * n_cols + cols
+    tl.store(dw_part_ptr + p_off, dw_acc)
+    if IS_LN:
+        tl.store(db_part_ptr + p_off, db_acc)
+    if FUSED_SUM:
+        _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
+
+
+@triton.jit
 def _column_sums(part_ptr, out_ptr, n_groups, n_cols, cols, BLOCK_G: tl.constexpr):
     """out[cols] = the sum over groups of part[g, cols], in float32, stored in out's dtype."""
     col_ok = cols < n_cols
@@ -313,6 +370,7 @@ _FWD = CachedLaunch(_norm_fwd_kernel)
 _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
+_BWD_SLICED_TMA = CachedLaunch(_norm_bwd_sliced_tma_kernel)
 _SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
 _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel step: groups x columns
 
@@ -322,12 +380,12 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7).
 # Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row,
 # prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: compiled by
-# Triton 3.6 for sm_90, the next rows' fp32 loads go through shared memory while this row computes; of
-# bf16 rows only the saved statistic is loaded ahead, which still takes that load's latency off each
-# row's critical path); or (``sliced_rows``) each row's columns split
+# Triton 3.6 for sm_90 with the 16-byte alignment hints a launch gets, the next rows' loads, bf16 or fp32,
+# go through shared memory while this row computes); or (``sliced_rows``) each row's columns split
 # over programs walking the same rows (at 16384 a whole row's fp32 dW/dB partials leave no registers for
 # the next rows' loads: two slices took LayerNorm from 355-366 to 270 us, v8, and, with 3 stages,
-# RMSNorm from 85 to 71 us, v9); ``fused_sum`` sums the partials in the same launch behind a grid barrier
+# RMSNorm from 85 to 71 us, v9), their loads optionally as TMA tiles (``tma``: LayerNorm 16384 267 -> 252
+# us, v11); ``fused_sum`` sums the partials in the same launch behind a grid barrier
 # (RMSNorm 1024 / 4096 and LayerNorm 4096 backward 16% / 7% / 5% faster, v10). The entries are the fastest
 # of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
@@ -346,13 +404,15 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages, "fused_sum": fused_sum}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
     ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``, ``fused_sum``: as in
-    ``whole_row``. (The next row prefetched in registers, as in ``whole_row``, and the other slices read in
-    smaller pieces were slower here: v8 and v10 notes.)"""
+    ``whole_row``; ``tma``: slices moved as TMA tiles (``_norm_bwd_sliced_tma_kernel``) where rows allow
+    (``_tma_lines``). (The next row prefetched in registers, as in ``whole_row``, and the other slices read
+    in smaller pieces were slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
-            "fused_sum": fused_sum}
+            "fused_sum": fused_sum, "tma": tma}
+
 
 
 FWD_CONFIG: dict = {
@@ -367,7 +427,7 @@ BWD_CONFIG: dict = {
     (False, 16384): sliced_rows(1, 8, 2, stages=3),
     (True, 1024): whole_row(2, 4, reload_w=True, stages=3),
     (True, 4096): whole_row(1, 8, stages=3, fused_sum=True),
-    (True, 16384): sliced_rows(1, 8, 2, reload_w=True),
+    (True, 16384): sliced_rows(1, 8, 2, stages=2, tma=True),
 }
 
 
@@ -391,6 +451,29 @@ def _bwd_meta(n_cols, is_ln=False) -> tuple[int, dict]:
     per_sm = 4 if block_n <= 4096 else (2 if block_n <= 8192 else 1)
     num_warps = 4 if block_n <= 2048 else (8 if block_n <= 4096 else 16)
     return block_n, whole_row(per_sm, num_warps, acc_in_global=block_n >= 16384, reload_w=block_n >= 8192)
+
+
+TMA_LINE = 256  # columns per line where rows are moved as 2-D TMA tiles (a TMA box side is at most 256)
+
+
+def _tma_lines(n_cols, slices, *tensors) -> int:
+    """Lines of TMA_LINE columns in one row slice where rows can be moved as [lines, TMA_LINE] TMA tiles:
+    power-of-two rows of at least TMA_LINE columns a slice, 16-byte aligned data, on a GPU with a TMA
+    (sm_90 on) or under Triton's interpreter; else 0."""
+    lines = n_cols // (slices * TMA_LINE)
+    if not (1 <= lines <= 256 and lines * slices * TMA_LINE == n_cols and lines == triton.next_power_of_2(lines)):
+        return 0
+    if any(t.data_ptr() % 16 for t in tensors):
+        return 0
+    device = tensors[0].device
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 9:
+        return 0
+    return lines
+
+
+def _tma_tiles(t: torch.Tensor, lines: int) -> TensorDescriptor:
+    """Contiguous rows ``t`` as lines of TMA_LINE columns, moved ``lines`` lines at a time."""
+    return TensorDescriptor(t, [t.numel() // TMA_LINE, TMA_LINE], [TMA_LINE, 1], [lines, TMA_LINE])
 
 
 _SM_COUNT = {}
@@ -466,7 +549,13 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog, fused) \
         + tuple(cfg.items())
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
-    if "slices" in cfg:
+    lines = _tma_lines(n_cols, slices, dy2, x2) if cfg.get("tma") else 0
+    if lines:
+        descs = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines))
+        _BWD_SLICED_TMA((n_progs,), key, descs + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
+                        + (lines, TMA_LINE, slices, cfg["reload_w"], cfg["stages"], fused, sum_g, sum_n),
+                        cfg["num_warps"], tensors=tensors)
+    elif "slices" in cfg:
         _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"], cfg["stages"],
                                                         fused, sum_g, sum_n), cfg["num_warps"], tensors=tensors)
     else:
