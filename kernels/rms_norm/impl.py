@@ -6,9 +6,9 @@ number of programs (a small multiple of the SM count) each walk a contiguous set
 and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
 own row of the partials buffer); optionally the next row's x and dy (or x alone) are loaded before the
 current row's reductions (software prefetch), or the row loop is pipelined; wide rows may be split in
-column slices over several programs, whose loads may go through the TMA. One more launch sums the partials over programs into dw (and db),
-or, where all programs fit on the GPU at once, the same programs do after a grid barrier. Launch
-settings per row length are in FWD_CONFIG / BWD_CONFIG.
+column slices over several programs, whose loads may be TMA tiles. One more launch sums the partials
+over programs into dw (and db), or, where all programs fit on the GPU at once, the same programs do
+after a grid barrier. Launch settings per row length are in FWD_CONFIG / BWD_CONFIG.
 """
 
 from __future__ import annotations
