@@ -58,10 +58,13 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     sliced = [impl.sliced_rows(p, w, 2, reload_w=r, stages=st)
               for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
     # The same with the loads as TMA tiles, one program per SM (a stage holds a whole row of x and dy: more
-    # programs run out of shared memory; so do three fp32 stages, 328 KB).
+    # programs run out of shared memory; so do three fp32 stages, 328 KB). Narrower rows: whole rows
+    # (one slice) as TMA tiles, deeper pipelines.
     tma_stages = [2, 3] if dtype == "bf16" else [1, 2]
     sliced += [impl.sliced_rows(1, w, 2, reload_w=r, stages=st, tma=True)
-               for w, r, st in itertools.product([8, 16], [False, True], tma_stages)] if wide else []
+               for w, r, st in itertools.product([8, 16], [False, True], tma_stages)] if wide else \
+        [impl.sliced_rows(p, w, 1, stages=st, tma=True)
+         for p, w, st in itertools.product([1, 2], [4, 8] if hidden >= 4096 else [2, 4], [3, 4, 6])]
     # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
     # summed behind a grid barrier instead of a second launch.
     fused = [dict(c, per_sm=1, fused_sum=True) for c in whole + sliced]

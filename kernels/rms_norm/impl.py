@@ -384,8 +384,8 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # go through shared memory while this row computes); or (``sliced_rows``) each row's columns split
 # over programs walking the same rows (at 16384 a whole row's fp32 dW/dB partials leave no registers for
 # the next rows' loads: two slices took LayerNorm from 355-366 to 270 us, v8, and, with 3 stages,
-# RMSNorm from 85 to 71 us, v9), their loads optionally as TMA tiles (``tma``: LayerNorm 16384 267 -> 252
-# us, v11); ``fused_sum`` sums the partials in the same launch behind a grid barrier
+# RMSNorm from 85 to 71 us, v9), their loads optionally as TMA tiles (``tma``, whole rows when one slice:
+# LayerNorm 16384 267 -> 252 us, RMSNorm 4096 27.5 -> 23.9 us, v11); ``fused_sum`` sums the partials in the same launch behind a grid barrier
 # (RMSNorm 1024 / 4096 and LayerNorm 4096 backward 16% / 7% / 5% faster, v10). The entries are the fastest
 # of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
@@ -405,10 +405,10 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
 
 
 def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False) -> dict:
-    """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``);
-    ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``, ``fused_sum``: as in
-    ``whole_row``; ``tma``: slices moved as TMA tiles (``_norm_bwd_sliced_tma_kernel``) where rows allow
-    (``_tma_lines``). (The next row prefetched in registers, as in ``whole_row``, and the other slices read
+    """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``;
+    one slice: whole rows); ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``,
+    ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles (``_norm_bwd_sliced_tma_kernel``)
+    where rows allow (``_tma_lines``). (The next row prefetched in registers, as in ``whole_row``, and the other slices read
     in smaller pieces were slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
             "fused_sum": fused_sum, "tma": tma}
@@ -423,7 +423,7 @@ FWD_CONFIG: dict = {
 
 BWD_CONFIG: dict = {
     (False, 1024): whole_row(1, 8, reload_w=True, prefetch=True, fused_sum=True),
-    (False, 4096): whole_row(1, 16, reload_w=True, stages=3, fused_sum=True),
+    (False, 4096): sliced_rows(1, 4, 1, stages=4, fused_sum=True, tma=True),
     (False, 16384): sliced_rows(1, 8, 2, stages=3),
     (True, 1024): whole_row(2, 4, reload_w=True, stages=3),
     (True, 4096): whole_row(1, 8, stages=3, fused_sum=True),
