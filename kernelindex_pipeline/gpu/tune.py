@@ -64,7 +64,7 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
     sliced += [impl.sliced_rows(1, w, 2, reload_w=r, stages=st, tma=True)
                for w, r, st in itertools.product([8, 16], [False, True], tma_stages)] if wide else \
         [impl.sliced_rows(p, w, 1, stages=st, tma=True)
-         for p, w, st in itertools.product([1, 2], [4, 8] if hidden >= 4096 else [2, 4], [3, 4, 6])]
+         for p, w, st in itertools.product([1, 2], [4, 8] if hidden >= 4096 else [2, 4], [3, 4, 6, 8])]
     # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
     # summed behind a grid barrier instead of a second launch.
     fused = [dict(c, per_sm=1, fused_sum=True) for c in whole + sliced]
