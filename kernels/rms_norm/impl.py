@@ -202,6 +202,17 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
 
 
 @triton.jit
+def _row_stats(mean_ptr, rstd_ptr, row, IS_LN: tl.constexpr):
+    """A row's saved (mean, rstd) from the forward; the mean is 0 for RMSNorm."""
+    rstd = tl.load(rstd_ptr + row)
+    if IS_LN:
+        mean = tl.load(mean_ptr + row)
+    else:
+        mean = 0.0
+    return mean, rstd
+
+
+@triton.jit
 def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
                             sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
                             SLICE: tl.constexpr, N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, STAGES: tl.constexpr,
@@ -226,11 +237,7 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
     for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
         base = row.to(tl.int64) * n_cols
-        rstd = tl.load(rstd_ptr + row)
-        if IS_LN:
-            mean = tl.load(mean_ptr + row)
-        else:
-            mean = 0.0
+        mean, rstd = _row_stats(mean_ptr, rstd_ptr, row, IS_LN)
         s1 = 0.0
         s2 = 0.0
         for t in tl.static_range(1, N_SLICES):
@@ -283,11 +290,7 @@ def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_p
     for i in tl.range(0, row_end - row0, num_stages=STAGES):
         row = row0 + i
         line0 = row * (LINES * N_SLICES)
-        rstd = tl.load(rstd_ptr + row)
-        if IS_LN:
-            mean = tl.load(mean_ptr + row)
-        else:
-            mean = 0.0
+        mean, rstd = _row_stats(mean_ptr, rstd_ptr, row, IS_LN)
         s1 = 0.0
         s2 = 0.0
         for t in tl.static_range(1, N_SLICES):
