@@ -411,12 +411,12 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
 def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``;
     one slice: whole rows); ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``,
-    ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles (``_norm_bwd_sliced_tma_kernel``)
-    where rows allow (``_tma_lines``). (The next row prefetched in registers, as in ``whole_row``, and the other slices read
-    in smaller pieces were slower here: v8 and v10 notes.)"""
+    ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles
+    (``_norm_bwd_sliced_tma_kernel``) where rows allow (``_tma_lines``). (The next row prefetched in
+    registers, as in ``whole_row``, and the other slices read in smaller pieces were slower here: v8 and
+    v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
             "fused_sum": fused_sum, "tma": tma}
-
 
 
 FWD_CONFIG: dict = {
