@@ -470,7 +470,7 @@ def _tma_lines(n_cols, slices, *tensors) -> int:
     if any(t.data_ptr() % 16 for t in tensors):
         return 0
     device = tensors[0].device
-    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 9:
+    if device.type == "cuda" and _cuda_properties(device).major < 9:
         return 0
     return lines
 
@@ -480,16 +480,19 @@ def _tma_tiles(t: torch.Tensor, lines: int) -> TensorDescriptor:
     return TensorDescriptor(t, [t.numel() // TMA_LINE, TMA_LINE], [TMA_LINE, 1], [lines, TMA_LINE])
 
 
-_SM_COUNT = {}
+_CUDA_PROPERTIES = {}
+
+
+def _cuda_properties(device):
+    """A CUDA device's properties, read once per device (every launch consults them)."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _CUDA_PROPERTIES:
+        _CUDA_PROPERTIES[idx] = torch.cuda.get_device_properties(idx)
+    return _CUDA_PROPERTIES[idx]
 
 
 def _sm_count(device) -> int:
-    if device.type != "cuda":
-        return 4
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _SM_COUNT:
-        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SM_COUNT[idx]
+    return _cuda_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
 def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
