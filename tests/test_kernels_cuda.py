@@ -1,10 +1,9 @@
 """KernelIndex's norm backward on a CUDA device: what the CPU interpreter cannot run (skipped without CUDA).
 
-The grid barrier of ``fused_sum`` and the row-sum exchange need every program resident at once, which only a
-GPU provides. Run this file in a process of its own (``python -m pytest --noconftest
-tests/test_kernels_cuda.py`` on the device): the interpreter tests set TRITON_INTERPRET for the whole
-process, and triton is imported here only inside the tests so that collecting this file does not load
-triton before they set it.
+The grid barrier of ``fused_sum`` needs every program resident at once, which only a GPU provides. Run this
+file in a process of its own (``python -m pytest --noconftest tests/test_kernels_cuda.py`` on the device):
+the interpreter tests set TRITON_INTERPRET for the whole process, and triton is imported here only inside
+the tests so that collecting this file does not load triton before they set it.
 """
 
 from __future__ import annotations
@@ -76,29 +75,3 @@ def test_tma_tiled_rows_match_plain_loads(is_ln, rows, hidden, dtype):
     for g, r in zip(got, want):
         if r is not None:
             assert torch.allclose(g.float(), r.float(), rtol=tol, atol=tol * r.float().abs().max().item())
-
-
-@pytest.mark.parametrize(("is_ln", "hidden", "dtype", "slices"), [
-    (False, 16384, torch.bfloat16, 2), (False, 16384, torch.bfloat16, 4), (True, 16384, torch.float32, 2),
-    (False, 4096, torch.bfloat16, 2)])
-def test_exchanged_row_sums_match_reading_the_other_slices(is_ln, hidden, dtype, slices):
-    """The programs of a row that swap its partial sums through global memory give the kernel that reads
-    the other slices itself the same dx, dW (dB): over launches of changing row counts in a row (the
-    exchange words' launch counts must stay in step), and with the fused sum too."""
-    impl = importlib.import_module("kernels.rms_norm.impl")
-    if torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("the TMA needs sm_90 or later")
-    swap = impl.sliced_rows(1, 8, slices, stages=3 if dtype == torch.bfloat16 else 2, exchange=True)
-    tol = 8e-3 if dtype == torch.bfloat16 else 1e-5
-    for seed, rows in enumerate((2048, 300, 1, 1000, 2048)):
-        x, w, b, dy = _inputs(rows, hidden, dtype, seed)
-        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        for fused in (False, True):
-            cfg = dict(swap, fused_sum=fused)
-            got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
-            want = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=dict(cfg, exchange=False))
-            for g, r in zip(got, want):
-                if r is not None:
-                    assert torch.allclose(g.float(), r.float(), rtol=tol, atol=tol * r.float().abs().max().item())
-    words = impl._exchange_words(x.device, 1, slices, is_ln)
-    assert (words >> 32).max().item() >= 10  # the exchange kernel ran: every row's words count its launches

@@ -280,23 +280,6 @@ def test_norm_backward_loads_tma_tiles(is_ln, hidden, slices, kwargs, monkeypatc
         assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("is_ln", [False, True])
-def test_row_sum_exchange_only_where_programs_run_together(is_ln, monkeypatch):
-    """Programs that swap row sums wait on each other, so a launch whose programs run one at a time (Triton's
-    interpreter; on CUDA, more than fit at once) takes the TMA kernel that reads the other slices itself,
-    never the exchange kernel, which would wait for ever."""
-    impl = _impl("rms_norm")
-    monkeypatch.setattr(impl, "_BWD_EXCHANGE", lambda *a, **k: pytest.fail("exchange kernel launched"))
-    x, w, b, dy = _norm_inputs(37, 1024, 11)
-    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-    cfg = impl.sliced_rows(1, 4, 2, stages=2, exchange=True)
-    assert cfg["tma"]
-    dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
-    _, want = _norm_reference(x, w, b, dy, is_ln)
-    for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
-        assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
-
-
 def test_tma_tiles_only_where_rows_fit_them():
     """Rows that are not a power of two, slices narrower than one 256-column line, or data off 16-byte
     alignment are not TMA tiles (the plain-load kernel takes them)."""

@@ -120,17 +120,10 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
 def _norm_dx(xhat, wdy, rstd, s1, s2, n_cols, IS_LN: tl.constexpr):
     """dx of one row (or slice) from xhat and w * dy; ``s1``, ``s2``: the row's sums of xhat * w * dy and
     w * dy over the columns outside this tile (0 when the tile is the whole row)."""
+    c1 = (s1 + tl.sum(xhat * wdy)) / n_cols
     if IS_LN:
-        return _norm_dx_of_sums(xhat, wdy, rstd, s1 + tl.sum(xhat * wdy), s2 + tl.sum(wdy), n_cols, IS_LN)
-    return _norm_dx_of_sums(xhat, wdy, rstd, s1 + tl.sum(xhat * wdy), 0.0, n_cols, IS_LN)
-
-
-@triton.jit
-def _norm_dx_of_sums(xhat, wdy, rstd, t1, t2, n_cols, IS_LN: tl.constexpr):
-    """dx of one row (or slice) given the whole row's sums of xhat * w * dy (``t1``) and w * dy (``t2``)."""
-    c1 = t1 / n_cols
-    if IS_LN:
-        dx = (wdy - (xhat * c1 + t2 / n_cols)) * rstd
+        c2 = (s2 + tl.sum(wdy)) / n_cols
+        dx = (wdy - (xhat * c1 + c2)) * rstd
     else:
         dx = (wdy - xhat * c1) * rstd
     return dx
@@ -326,120 +319,6 @@ def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_p
 
 
 @triton.jit
-def _publish(word_ptr, count, value):
-    """Write the fp32 ``value`` with ``count`` in the high half as one 64-bit word (every thread writes the
-    same word; ``_await`` reads the two halves together)."""
-    word = (count.to(tl.int64) << 32) | (value.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
-    tl.inline_asm_elementwise("st.relaxed.gpu.global.b64 [$1], $2; mov.u32 $0, 0;", "=r,l,l", [word_ptr, word],
-                              dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _await(word_ptr, first, count):
-    """The fp32 value of a ``_publish``ed word once it carries ``count``; ``first``: the word as loaded
-    earlier, so a value published in time costs no wait."""
-    bits = tl.inline_asm_elementwise(
-        """{
-        .reg .b64 %ki_w;
-        .reg .b32 %ki_lo, %ki_hi;
-        .reg .pred %ki_p;
-        mov.b64 %ki_w, $2;
-        ki_check:
-        mov.b64 {%ki_lo, %ki_hi}, %ki_w;
-        setp.eq.s32 %ki_p, %ki_hi, $3;
-        @%ki_p bra ki_done;
-        ld.relaxed.gpu.global.b64 %ki_w, [$1];
-        bra ki_check;
-        ki_done:
-        mov.b32 $0, %ki_lo;
-        }""", "=r,l,l,r", [word_ptr, first, count], dtype=tl.int32, is_pure=False, pack=1)
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _exchange_start(x_desc, dy_desc, w_ptr, cols, dw_acc, db_acc, words_ptr, mean_ptr, rstd_ptr, row, part,
-                    IS_LN: tl.constexpr, LINES: tl.constexpr, N_SLICES: tl.constexpr, SUMS: tl.constexpr):
-    """Load one row's slice (TMA tiles), publish its partial sums, add its dW (dB) terms; return what
-    ``_exchange_finish`` needs: x and dy as loaded (the storage dtype holds fewest registers)."""
-    mean, rstd = _row_stats(mean_ptr, rstd_ptr, row, IS_LN)
-    own = words_ptr + (row * N_SLICES + part) * SUMS
-    count = (tl.load(own, volatile=True) >> 32).to(tl.int32) + 1
-    line = (row * N_SLICES + part) * LINES
-    x = x_desc.load([line, 0])
-    dy = dy_desc.load([line, 0])
-    xhat = (x.to(tl.float32) - mean) * rstd
-    dy_f = dy.to(tl.float32)
-    wdy = tl.load(w_ptr + cols).to(tl.float32) * dy_f
-    _publish(own, count, tl.sum(xhat * wdy))
-    if IS_LN:
-        _publish(own + 1, count, tl.sum(wdy))
-        db_acc += dy_f
-    dw_acc += dy_f * xhat
-    return x, dy, mean, rstd, count, dw_acc, db_acc
-
-
-@triton.jit
-def _exchange_finish(words_ptr, first, x, dy, w_ptr, mean, rstd, count, dx_ptr, row, cols, n_cols,
-                     IS_LN: tl.constexpr, N_SLICES: tl.constexpr, SUMS: tl.constexpr):
-    """Sum the row's partial sums of every slice as published (``first``: their words as loaded), write
-    this slice's dx."""
-    idx = tl.arange(0, N_SLICES * SUMS)
-    sums = _await(words_ptr + row * (N_SLICES * SUMS) + idx, first, count)
-    t1 = tl.sum(tl.where(idx % SUMS == 0, sums, 0.0))
-    t2 = tl.sum(tl.where(idx % SUMS == 1, sums, 0.0))
-    xhat = (x.to(tl.float32) - mean) * rstd
-    wdy = tl.load(w_ptr + cols).to(tl.float32) * dy.to(tl.float32)
-    dx = _norm_dx_of_sums(xhat, wdy, rstd, t1, t2, n_cols, IS_LN)
-    tl.store(dx_ptr + row.to(tl.int64) * n_cols + cols, dx.to(dx_ptr.dtype.element_ty))
-
-
-@triton.jit
-def _norm_bwd_exchange_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw_part_ptr, db_part_ptr,
-                              grads_ptr, sync_ptr, words_ptr, n_rows, n_cols, rows_per_prog, n_groups,
-                              IS_LN: tl.constexpr, LINES: tl.constexpr, LINE: tl.constexpr, N_SLICES: tl.constexpr,
-                              STAGES: tl.constexpr, FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr,
-                              SUM_N: tl.constexpr):
-    """``_norm_bwd_sliced_tma_kernel`` without reading the other slices: the programs of a row exchange its
-    partial sums through global memory instead (``_publish`` / ``_await``; every program must be resident
-    at once), so each loads only its own slice: half the bytes a stage holds at two slices. A row is
-    finished (dx) one iteration after it is loaded, so the other slices' sums, published meanwhile, are
-    normally there when first read. ``words_ptr``: [rows, N_SLICES, SUMS] int64 words whose high halves
-    count the launches that wrote them (zeroed once, never reset). w is re-read (cache-resident) where
-    used: held, with a row carried over, it would spill."""
-    SUMS: tl.constexpr = 2 if IS_LN else 1
-    pid = tl.program_id(0)
-    group = pid // N_SLICES
-    part = pid % N_SLICES
-    cols = part * (LINES * LINE) + tl.arange(0, LINES)[:, None] * LINE + tl.arange(0, LINE)[None, :]
-    dw_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
-    db_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
-    row0 = group * rows_per_prog
-    n = tl.minimum(rows_per_prog, n_rows - row0)
-    x, dy, mean, rstd, count, dw_acc, db_acc = _exchange_start(
-        x_desc, dy_desc, w_ptr, cols, dw_acc, db_acc, words_ptr, mean_ptr, rstd_ptr, row0, part, IS_LN, LINES,
-        N_SLICES, SUMS)
-    for i in tl.range(1, n, num_stages=STAGES):
-        prev = row0 + i - 1
-        first = tl.load(words_ptr + prev * (N_SLICES * SUMS) + tl.arange(0, N_SLICES * SUMS), volatile=True)
-        x_n, dy_n, mean_n, rstd_n, count_n, dw_acc, db_acc = _exchange_start(
-            x_desc, dy_desc, w_ptr, cols, dw_acc, db_acc, words_ptr, mean_ptr, rstd_ptr, prev + 1, part, IS_LN,
-            LINES, N_SLICES, SUMS)
-        _exchange_finish(words_ptr, first, x, dy, w_ptr, mean, rstd, count, dx_ptr, prev, cols, n_cols, IS_LN,
-                         N_SLICES, SUMS)
-        x, dy, mean, rstd, count = x_n, dy_n, mean_n, rstd_n, count_n
-    last = row0 + n - 1
-    first = tl.load(words_ptr + last * (N_SLICES * SUMS) + tl.arange(0, N_SLICES * SUMS), volatile=True)
-    _exchange_finish(words_ptr, first, x, dy, w_ptr, mean, rstd, count, dx_ptr, last, cols, n_cols, IS_LN, N_SLICES,
-                     SUMS)
-    p_off = group * n_cols + cols
-    tl.store(dw_part_ptr + p_off, dw_acc)
-    if IS_LN:
-        tl.store(db_part_ptr + p_off, db_acc)
-    if FUSED_SUM:
-        _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
-
-
-@triton.jit
 def _column_sums(part_ptr, out_ptr, n_groups, n_cols, cols, BLOCK_G: tl.constexpr):
     """out[cols] = the sum over groups of part[g, cols], in float32, stored in out's dtype."""
     col_ok = cols < n_cols
@@ -495,7 +374,6 @@ _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
 _BWD_SLICED_TMA = CachedLaunch(_norm_bwd_sliced_tma_kernel)
-_BWD_EXCHANGE = CachedLaunch(_norm_bwd_exchange_kernel)
 _SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
 _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel step: groups x columns
 
@@ -530,18 +408,15 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages, "fused_sum": fused_sum}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False,
-                exchange=False) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``;
     one slice: whole rows); ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``,
     ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles
-    (``_norm_bwd_sliced_tma_kernel``) where rows allow (``_tma_lines``); ``exchange`` (with ``tma``): the
-    programs of a row swap its partial sums instead of each reading the other slices
-    (``_norm_bwd_exchange_kernel``; where every program can be resident at once, on CUDA). (The next row
-    prefetched in registers, as in ``whole_row``, and the other slices read in smaller pieces were slower
-    here: v8 and v10 notes.)"""
+    (``_norm_bwd_sliced_tma_kernel``) where rows allow (``_tma_lines``). (The next row prefetched in
+    registers, as in ``whole_row``, and the other slices read in smaller pieces were slower here: v8 and
+    v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
-            "fused_sum": fused_sum, "tma": tma or exchange, "exchange": exchange}
+            "fused_sum": fused_sum, "tma": tma}
 
 
 FWD_CONFIG: dict = {
@@ -653,22 +528,6 @@ def _sync_words(device) -> torch.Tensor:
     return _SYNC_WORDS[key]
 
 
-_EXCHANGE_WORDS: dict = {}
-
-
-def _exchange_words(device, n_rows, slices, is_ln) -> torch.Tensor:
-    """The int64 words ``_norm_bwd_exchange_kernel`` swaps row sums through: [rows, slices, sums], one buffer
-    per device, stream, slice count and kind of norm (so every word of a row has seen the same launches),
-    zeroed once and regrown zeroed when more rows come."""
-    stream = torch.cuda.current_stream(device).cuda_stream
-    key = (str(device), stream, slices, is_ln)
-    words = _EXCHANGE_WORDS.get(key)
-    if words is None or words.shape[0] < n_rows:
-        words = _EXCHANGE_WORDS[key] = torch.zeros((n_rows, slices, 2 if is_ln else 1), dtype=torch.int64,
-                                                   device=device)
-    return words
-
-
 def _all_resident(device, n_progs) -> bool:
     """Whether ``n_progs`` programs of one program per SM at most can all run at once (a grid barrier needs
     that). Triton's interpreter runs programs one after another, so off CUDA only a single program can."""
@@ -698,14 +557,7 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
         + tuple(cfg.items())
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
     lines = _tma_lines(n_cols, slices, dy2, x2) if cfg.get("tma") else 0
-    if lines and cfg.get("exchange") and slices > 1 and x2.device.type == "cuda" \
-            and _all_resident(x2.device, n_progs):
-        descs = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines))
-        words = _exchange_words(x2.device, n_rows, slices, is_ln)
-        _BWD_EXCHANGE((n_progs,), key, descs + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync, words) + common
-                      + (lines, TMA_LINE, slices, cfg["stages"], fused, sum_g, sum_n),
-                      cfg["num_warps"], tensors=tensors + (words,))
-    elif lines:
+    if lines:
         descs = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines))
         _BWD_SLICED_TMA((n_progs,), key, descs + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
                         + (lines, TMA_LINE, slices, cfg["reload_w"], cfg["stages"], fused, sum_g, sum_n),
