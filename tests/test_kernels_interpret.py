@@ -384,6 +384,27 @@ def test_norm_forward_launch_variants(is_ln, cfg):
     assert torch.allclose(y.double(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("is_ln", [False, True])
+@pytest.mark.parametrize(("hidden", "chunk"), [(512, 128), (512, 512), (300, 64)])
+def test_norm_forward_in_chunks(is_ln, hidden, chunk):
+    """The two-sweep forward: the chunks' statistics merged give the row's mean and rstd, and y, also for
+    rows whose mean is far from 0 (the merge keeps the variance from cancelling); a row length that is not
+    a multiple of the chunk takes the whole-row kernel."""
+    impl = _impl("rms_norm")
+    x, w, b, dy = _norm_inputs(13, hidden, 7)
+    x = x * 3.0 + 40.0
+    y, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln, config=impl.row_chunks(chunk, 4, stages=2))
+    want, _ = _norm_reference(x, w, b, dy, is_ln)
+    xd = x.double()
+    if is_ln:
+        assert torch.allclose(mean.double(), xd.mean(-1), rtol=1e-6)
+        var = xd.var(-1, unbiased=False)
+    else:
+        var = xd.pow(2).mean(-1)
+    assert torch.allclose(rstd.double(), torch.rsqrt(var + 1e-6), rtol=1e-5)
+    assert torch.allclose(y.double(), want, rtol=1e-5, atol=1e-4)
+
+
 def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
     from kernelindex_pipeline.gpu import tune
 

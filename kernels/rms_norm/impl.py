@@ -117,6 +117,42 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
 
 
 @triton.jit
+def _norm_fwd_chunked_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
+                             CHUNK: tl.constexpr, STAGES: tl.constexpr):
+    """One row per program in two sweeps of CHUNK columns (n_cols a multiple of CHUNK): the first folds the
+    chunks' statistics together (LayerNorm: each chunk's mean and squared deviations, merged as in Chan et
+    al.'s parallel variance), the second reads the row again (from L2) and writes y. A program holds one
+    chunk in registers, not the row, so more rows are in flight per SM than with the row held."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * n_cols
+    y_row = y_ptr + row * n_cols
+    lanes = tl.arange(0, CHUNK)
+    mean = 0.0
+    m2 = 0.0
+    for c in tl.range(0, n_cols // CHUNK, num_stages=STAGES):
+        xc = tl.load(x_row + c * CHUNK + lanes, eviction_policy="evict_last").to(tl.float32)
+        if IS_LN:
+            c_mean = tl.sum(xc) / CHUNK
+            d = xc - c_mean
+            delta = c_mean - mean
+            mean += delta / (c + 1)
+            m2 += tl.sum(d * d) + delta * delta * CHUNK * c / (c + 1)
+        else:
+            m2 += tl.sum(xc * xc)
+    rstd = 1.0 / tl.sqrt(m2 / n_cols + eps)
+    if IS_LN:
+        tl.store(mean_ptr + row, mean)
+    tl.store(rstd_ptr + row, rstd)
+    for c in tl.range(0, n_cols // CHUNK, num_stages=STAGES):
+        cols = c * CHUNK + lanes
+        xc = tl.load(x_row + cols, eviction_policy="evict_first").to(tl.float32)
+        y = (xc - mean) * rstd * tl.load(w_ptr + cols).to(tl.float32)
+        if IS_LN:
+            y += tl.load(b_ptr + cols).to(tl.float32)
+        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), cache_modifier=".cs")
+
+
+@triton.jit
 def _norm_dx(xhat, wdy, rstd, s1, s2, n_cols, IS_LN: tl.constexpr):
     """dx of one row (or slice) from xhat and w * dy; ``s1``, ``s2``: the row's sums of xhat * w * dy and
     w * dy over the columns outside this tile (0 when the tile is the whole row)."""
@@ -371,6 +407,7 @@ def _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_gro
 
 _FWD = CachedLaunch(_norm_fwd_kernel)
 _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
+_FWD_CHUNKED = CachedLaunch(_norm_fwd_chunked_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
 _BWD_SLICED_TMA = CachedLaunch(_norm_bwd_sliced_tma_kernel)
@@ -397,6 +434,12 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
     """``stream``: cache hints for data touched once (x loaded evict-first, y stored streaming)."""
     return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "stream": stream}
+
+
+def row_chunks(chunk, num_warps, stages=1) -> dict:
+    """One row per program in two sweeps of ``chunk`` columns (``_norm_fwd_chunked_kernel``) where the row
+    length is a multiple of ``chunk``; else one row tile of the whole row."""
+    return {"chunk": chunk, "num_warps": num_warps, "stages": stages}
 
 
 def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1,
@@ -506,6 +549,12 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     b = b if b is not None else w
     tensors = (x2, w, b, y, mean, rstd)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n) + tuple(cfg.items())
+    if "chunk" in cfg and n_cols % cfg["chunk"] == 0:
+        _FWD_CHUNKED((n_rows,), key, tensors + (n_cols, eps, is_ln, cfg["chunk"], cfg["stages"]), cfg["num_warps"],
+                     tensors=tensors)
+        return y, mean, rstd
+    if "chunk" in cfg:
+        cfg = row_tiles(1, cfg["num_warps"], one_row=True)
     hints = ("evict_first", ".cs") if cfg["stream"] else ("", "")
     if cfg["one_row"]:
         _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n) + hints, cfg["num_warps"], tensors=tensors)
