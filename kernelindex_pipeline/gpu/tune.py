@@ -29,11 +29,15 @@ MLP_SHAPES = [
 
 
 def forward_candidates(impl, hidden: int) -> list[dict]:
-    """Tiles of one or several rows, and the 1-D one-row kernel, with and without streaming cache hints."""
+    """Tiles of one or several rows, and the 1-D one-row kernel, with and without streaming cache hints;
+    rows of 2048 columns on, also rows in two sweeps of chunks (one stage: staged in shared memory, the
+    chunks were 2-30% slower, and wider chunks and rows slower still: v13 notes)."""
     warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
     rows = [1, 2, 4] if hidden <= 1024 else [1]
-    return [impl.row_tiles(r, w, one_row=one, stream=st)
-            for r, w, one, st in itertools.product(rows, warps, [False, True], [False, True]) if not (one and r > 1)]
+    tiles = [impl.row_tiles(r, w, one_row=one, stream=st)
+             for r, w, one, st in itertools.product(rows, warps, [False, True], [False, True]) if not (one and r > 1)]
+    chunks = [c for c in (1024, 2048, 4096) if c <= hidden // 2]
+    return tiles + [impl.row_chunks(c, w) for c, w in itertools.product(chunks, [2, 4, 8])]
 
 
 def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:

@@ -1,14 +1,15 @@
 """RMSNorm over the last dimension: inputs, references, providers, KernelIndex's Triton kernels.
 
 The Triton code here also serves LayerNorm (``kernels.layer_norm.impl``, ``IS_LN=True``). Forward: one
-program normalizes BLOCK_M whole rows and saves mean/rstd (float32, one per row). Backward: a fixed
-number of programs (a small multiple of the SM count) each walk a contiguous set of rows, write dx,
-and keep the weight (and bias) gradient partial sums in registers (or, optionally, in the program's
-own row of the partials buffer); optionally the next row's x and dy (or x alone) are loaded before the
-current row's reductions (software prefetch), or the row loop is pipelined; wide rows may be split in
-column slices over several programs, whose loads may be TMA tiles. One more launch sums the partials
-over programs into dw (and db), or, where all programs fit on the GPU at once, the same programs do
-after a grid barrier. Launch settings per row length are in FWD_CONFIG / BWD_CONFIG.
+program normalizes BLOCK_M whole rows (or one row in two sweeps of column chunks) and saves mean/rstd
+(float32, one per row). Backward: a fixed number of programs (a small multiple of the SM count) each
+walk a contiguous set of rows, write dx, and keep the weight (and bias) gradient partial sums in
+registers (or, optionally, in the program's own row of the partials buffer); optionally the next row's
+x and dy (or x alone) are loaded before the current row's reductions (software prefetch), or the row
+loop is pipelined; wide rows may be split in column slices over several programs, whose loads may be
+TMA tiles. One more launch sums the partials over programs into dw (and db), or, where all programs fit
+on the GPU at once, the same programs do after a grid barrier. Launch settings per row length are in
+FWD_CONFIG / BWD_CONFIG.
 """
 
 from __future__ import annotations
@@ -118,18 +119,19 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
 
 @triton.jit
 def _norm_fwd_chunked_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
-                             CHUNK: tl.constexpr, STAGES: tl.constexpr):
+                             CHUNK: tl.constexpr):
     """One row per program in two sweeps of CHUNK columns (n_cols a multiple of CHUNK): the first folds the
     chunks' statistics together (LayerNorm: each chunk's mean and squared deviations, merged as in Chan et
     al.'s parallel variance), the second reads the row again (from L2) and writes y. A program holds one
-    chunk in registers, not the row, so more rows are in flight per SM than with the row held."""
+    chunk in registers, not the row, so more rows are in flight per SM than with the row held. The sweeps
+    are not pipelined (chunks staged in shared memory were slower: v13 notes)."""
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * n_cols
     y_row = y_ptr + row * n_cols
     lanes = tl.arange(0, CHUNK)
     mean = 0.0
     m2 = 0.0
-    for c in tl.range(0, n_cols // CHUNK, num_stages=STAGES):
+    for c in tl.range(0, n_cols // CHUNK, num_stages=1):
         xc = tl.load(x_row + c * CHUNK + lanes, eviction_policy="evict_last").to(tl.float32)
         if IS_LN:
             c_mean = tl.sum(xc) / CHUNK
@@ -143,7 +145,7 @@ def _norm_fwd_chunked_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_c
     if IS_LN:
         tl.store(mean_ptr + row, mean)
     tl.store(rstd_ptr + row, rstd)
-    for c in tl.range(0, n_cols // CHUNK, num_stages=STAGES):
+    for c in tl.range(0, n_cols // CHUNK, num_stages=1):
         cols = c * CHUNK + lanes
         xc = tl.load(x_row + cols, eviction_policy="evict_first").to(tl.float32)
         y = (xc - mean) * rstd * tl.load(w_ptr + cols).to(tl.float32)
@@ -417,7 +419,8 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # Launch settings, keyed by (is_ln, padded row length); a missing key falls back to the rules in
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
 # streaming cache hints; one program per tile (a persistent grid walking the tiles with a pipelined loop
-# was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7).
+# was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7);
+# or (``row_chunks``) one row in two sweeps of chunks (RMSNorm 4096 13.8 -> 12.2 us, v13).
 # Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row,
 # prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: compiled by
 # Triton 3.6 for sm_90 with the 16-byte alignment hints a launch gets, the next rows' loads, bf16 or fp32,
@@ -436,10 +439,10 @@ def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
     return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "stream": stream}
 
 
-def row_chunks(chunk, num_warps, stages=1) -> dict:
+def row_chunks(chunk, num_warps) -> dict:
     """One row per program in two sweeps of ``chunk`` columns (``_norm_fwd_chunked_kernel``) where the row
-    length is a multiple of ``chunk``; else one row tile of the whole row."""
-    return {"chunk": chunk, "num_warps": num_warps, "stages": stages}
+    length is a multiple of ``chunk``; else the 1-D one-row kernel."""
+    return {"chunk": chunk, "num_warps": num_warps}
 
 
 def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=False, stages=1,
@@ -463,7 +466,7 @@ def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=F
 
 
 FWD_CONFIG: dict = {
-    (False, 1024): row_tiles(2, 4), (False, 4096): row_tiles(1, 4), (False, 16384): row_tiles(1, 8),
+    (False, 1024): row_tiles(2, 4), (False, 4096): row_chunks(2048, 4), (False, 16384): row_tiles(1, 8),
     (True, 1024): row_tiles(4, 2, stream=True), (True, 4096): row_tiles(1, 4),
     (True, 16384): row_tiles(1, 16, one_row=True),
 }
@@ -550,8 +553,7 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     tensors = (x2, w, b, y, mean, rstd)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n) + tuple(cfg.items())
     if "chunk" in cfg and n_cols % cfg["chunk"] == 0:
-        _FWD_CHUNKED((n_rows,), key, tensors + (n_cols, eps, is_ln, cfg["chunk"], cfg["stages"]), cfg["num_warps"],
-                     tensors=tensors)
+        _FWD_CHUNKED((n_rows,), key, tensors + (n_cols, eps, is_ln, cfg["chunk"]), cfg["num_warps"], tensors=tensors)
         return y, mean, rstd
     if "chunk" in cfg:
         cfg = row_tiles(1, cfg["num_warps"], one_row=True)
