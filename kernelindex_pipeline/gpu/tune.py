@@ -30,8 +30,7 @@ MLP_SHAPES = [
 
 def forward_candidates(impl, hidden: int) -> list[dict]:
     """Tiles of one or several rows, and the 1-D one-row kernel, with and without streaming cache hints;
-    rows of 2048 columns on, also rows in two sweeps of chunks (one stage: staged in shared memory, the
-    chunks were 2-30% slower, and wider chunks and rows slower still: v13 notes)."""
+    rows of two chunks or more, also one row in two sweeps of 1024-4096-column chunks (v13 notes)."""
     warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
     rows = [1, 2, 4] if hidden <= 1024 else [1]
     tiles = [impl.row_tiles(r, w, one_row=one, stream=st)

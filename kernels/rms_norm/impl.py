@@ -130,7 +130,7 @@ def _norm_fwd_chunked_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_c
     y_row = y_ptr + row * n_cols
     lanes = tl.arange(0, CHUNK)
     mean = 0.0
-    m2 = 0.0
+    m2 = 0.0  # the sum of squares about the mean (LayerNorm) or about 0 (RMSNorm) of the chunks so far
     for c in tl.range(0, n_cols // CHUNK, num_stages=1):
         xc = tl.load(x_row + c * CHUNK + lanes, eviction_policy="evict_last").to(tl.float32)
         if IS_LN:
