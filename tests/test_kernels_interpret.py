@@ -222,6 +222,8 @@ BWD_VARIANTS = [
     ("sliced_rows", (2, 4, 2), {}), ("sliced_rows", (3, 4, 2), dict(reload_w=True)),
     ("sliced_rows", (4, 4, 4), dict(reload_w=True)), ("sliced_rows", (1, 4, 4), {}),
     ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
+    # the other slice's w held (two slices; ignored at four)
+    ("sliced_rows", (2, 4, 2), dict(hold_other_w=True, stages=2)), ("sliced_rows", (4, 4, 4), dict(hold_other_w=True)),
     # more programs than can be resident at once under the interpreter: the separate partial-sums launch
     ("whole_row", (2, 4), dict(fused_sum=True)), ("sliced_rows", (2, 4, 2), dict(stages=2, fused_sum=True)),
     # rows of 200 columns cannot be TMA tiles: the plain-load sliced kernel
@@ -264,7 +266,8 @@ def test_norm_backward_launch_variants(is_ln, variant):
 
 @pytest.mark.parametrize("is_ln", [False, True])
 @pytest.mark.parametrize(("hidden", "slices", "kwargs"), [
-    (512, 2, dict(stages=2)), (1024, 4, dict(reload_w=True)), (1024, 1, dict(stages=3)), (2048, 2, {})])
+    (512, 2, dict(stages=2)), (1024, 4, dict(reload_w=True)), (1024, 1, dict(stages=3)), (2048, 2, {}),
+    (1024, 2, dict(stages=2, hold_other_w=True))])
 def test_norm_backward_loads_tma_tiles(is_ln, hidden, slices, kwargs, monkeypatch):
     """Rows of power-of-two length, each slice moved as [lines, 256] TMA tiles: the TMA kernel runs (not the
     plain-load one) and gives the reference dx and dW (dB); the whole row when there is one slice."""

@@ -253,13 +253,15 @@ def _row_stats(mean_ptr, rstd_ptr, row, IS_LN: tl.constexpr):
 @triton.jit
 def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
                             sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
-                            SLICE: tl.constexpr, N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr, STAGES: tl.constexpr,
-                            FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
+                            SLICE: tl.constexpr, N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr,
+                            HOLD_OTHER_W: tl.constexpr, STAGES: tl.constexpr, FUSED_SUM: tl.constexpr,
+                            SUM_G: tl.constexpr, SUM_N: tl.constexpr):
     """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
     slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
     whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
     only, before its own): its partners read the same bytes at about the same time, so L2 serves the
-    repeats and HBM still sees each element once. STAGES > 1 lets the compiler pipeline the row loop."""
+    repeats and HBM still sees each element once. STAGES > 1 lets the compiler pipeline the row loop.
+    HOLD_OTHER_W (two slices): the other slice's w is loaded once too, not with every row."""
     pid = tl.program_id(0)
     group = pid // N_SLICES
     part = pid % N_SLICES
@@ -268,6 +270,10 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
     col_ok = cols < n_cols
     if not RELOAD_W:
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    if HOLD_OTHER_W:
+        tl.static_assert(N_SLICES == 2)
+        o_cols = (1 - part) * SLICE + lanes
+        w_other = tl.load(w_ptr + o_cols, mask=o_cols < n_cols, other=0.0).to(tl.float32)
     dw_acc = tl.zeros((SLICE,), dtype=tl.float32)
     db_acc = tl.zeros((SLICE,), dtype=tl.float32)
     row0 = group * rows_per_prog
@@ -282,8 +288,9 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
             o_cols = ((part + t) % N_SLICES) * SLICE + lanes
             o_ok = o_cols < n_cols
             xo = tl.load(x_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-            wdy_o = (tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-                     * tl.load(dy_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32))
+            if not HOLD_OTHER_W:
+                w_other = tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
+            wdy_o = w_other * tl.load(dy_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
             s1 += tl.sum(tl.where(o_ok, (xo - mean) * rstd, 0.0) * wdy_o, axis=0)
             s2 += tl.sum(wdy_o, axis=0)
         x = tl.load(x_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
@@ -308,8 +315,8 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
 def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw_part_ptr, db_part_ptr,
                                 grads_ptr, sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
                                 LINES: tl.constexpr, LINE: tl.constexpr, N_SLICES: tl.constexpr,
-                                RELOAD_W: tl.constexpr, STAGES: tl.constexpr, FUSED_SUM: tl.constexpr,
-                                SUM_G: tl.constexpr, SUM_N: tl.constexpr):
+                                RELOAD_W: tl.constexpr, HOLD_OTHER_W: tl.constexpr, STAGES: tl.constexpr,
+                                FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
     """``_norm_bwd_sliced_kernel`` with each slice of x and dy loaded as one [LINES, LINE] tile by the tensor
     memory accelerator (TMA): the loads land in shared memory, so the pipelined loop (STAGES > 1) keeps
     the next rows' slices in flight, in any dtype and without holding them in registers, while this row
@@ -321,6 +328,9 @@ def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_p
     cols = part * (LINES * LINE) + tile
     if not RELOAD_W:
         w = tl.load(w_ptr + cols).to(tl.float32)
+    if HOLD_OTHER_W:
+        tl.static_assert(N_SLICES == 2)
+        w_other = tl.load(w_ptr + (1 - part) * (LINES * LINE) + tile).to(tl.float32)
     dw_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
     db_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
     row0 = group * rows_per_prog
@@ -334,8 +344,9 @@ def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_p
         for t in tl.static_range(1, N_SLICES):
             other = (part + t) % N_SLICES
             xo = x_desc.load([line0 + other * LINES, 0]).to(tl.float32)
-            wdy_o = (tl.load(w_ptr + other * (LINES * LINE) + tile).to(tl.float32)
-                     * dy_desc.load([line0 + other * LINES, 0]).to(tl.float32))
+            if not HOLD_OTHER_W:
+                w_other = tl.load(w_ptr + other * (LINES * LINE) + tile).to(tl.float32)
+            wdy_o = w_other * dy_desc.load([line0 + other * LINES, 0]).to(tl.float32)
             s1 += tl.sum((xo - mean) * rstd * wdy_o)
             s2 += tl.sum(wdy_o)
         x = x_desc.load([line0 + part * LINES, 0]).to(tl.float32)
@@ -454,15 +465,16 @@ def whole_row(per_sm, num_warps, acc_in_global=False, reload_w=False, prefetch=F
             "prefetch": prefetch, "stages": stages, "fused_sum": fused_sum}
 
 
-def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False) -> dict:
+def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=False, tma=False,
+                hold_other_w=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``;
     one slice: whole rows); ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``,
     ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles
-    (``_norm_bwd_sliced_tma_kernel``) where rows allow (``_tma_lines``). (The next row prefetched in
-    registers, as in ``whole_row``, and the other slices read in smaller pieces were slower here: v8 and
-    v10 notes.)"""
+    (``_norm_bwd_sliced_tma_kernel``) where rows allow (``_tma_lines``); ``hold_other_w`` (two slices):
+    the other slice's w held in registers too. (The next row prefetched in registers, as in ``whole_row``,
+    and the other slices read in smaller pieces were slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
-            "fused_sum": fused_sum, "tma": tma}
+            "fused_sum": fused_sum, "tma": tma, "hold_other_w": hold_other_w}
 
 
 FWD_CONFIG: dict = {
@@ -608,14 +620,17 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
         + tuple(cfg.items())
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
     lines = _tma_lines(n_cols, slices, dy2, x2) if cfg.get("tma") else 0
+    hold_other_w = bool(cfg.get("hold_other_w")) and slices == 2
     if lines:
         descs = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines))
         _BWD_SLICED_TMA((n_progs,), key, descs + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
-                        + (lines, TMA_LINE, slices, cfg["reload_w"], cfg["stages"], fused, sum_g, sum_n),
+                        + (lines, TMA_LINE, slices, cfg["reload_w"], hold_other_w, cfg["stages"], fused, sum_g,
+                           sum_n),
                         cfg["num_warps"], tensors=tensors)
     elif "slices" in cfg:
-        _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"], cfg["stages"],
-                                                        fused, sum_g, sum_n), cfg["num_warps"], tensors=tensors)
+        _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"],
+                                                        hold_other_w, cfg["stages"], fused, sum_g, sum_n),
+                    cfg["num_warps"], tensors=tensors)
     else:
         _BWD((n_progs,), key, tensors + common + (block_n, cfg["reload_w"], cfg["acc_in_global"],
                                                   _PREFETCHED[cfg["prefetch"]], cfg["stages"], fused, sum_g, sum_n),
