@@ -68,6 +68,11 @@ def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
                for w, r, st in itertools.product([8, 16], [False, True], tma_stages)] if wide else \
         [impl.sliced_rows(p, w, 1, stages=st, tma=True)
          for p, w, st in itertools.product([1, 2], [4, 8] if hidden >= 4096 else [2, 4], [3, 4, 6, 8])]
+    # Two slices with the other slice's w held in registers too: no w staged, so one more stage fits
+    # (bf16: 4 stages in 197 KB, compiled for sm_90; v14 notes).
+    sliced += [impl.sliced_rows(1, w, 2, stages=st, tma=t, hold_other_w=True)
+               for w, st, t in itertools.product([8, 16], [3, 4] if dtype == "bf16" else [2], [False, True])] \
+        if wide else []
     # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
     # summed behind a grid barrier instead of a second launch.
     fused = [dict(c, per_sm=1, fused_sum=True) for c in whole + sliced]
