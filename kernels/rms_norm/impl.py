@@ -442,8 +442,8 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # LayerNorm 16384 267 -> 252 us, RMSNorm 4096 27.5 -> 23.9 us, RMSNorm / LayerNorm 1024 17.0 / 32.7 ->
 # 14.8 / 24.9 us, v11); ``fused_sum`` sums the partials in the same launch behind a grid barrier
 # (RMSNorm 1024 / 4096 and LayerNorm 4096 backward 16% / 7% / 5% faster, v10); ``hold_other_w`` keeps the
-# other slice's w in registers, so a stage stages no w and a fourth fits (RMSNorm 16384 71.5 -> 65.9 us,
-# LayerNorm 16384 253.1 -> 246.9 us, v14). The entries are the fastest
+# other slice's w in registers, so no stage holds w and a fourth stage fits (RMSNorm 16384 71.5 -> 65.9
+# us, LayerNorm 16384 253.1 -> 246.9 us, v14). The entries are the fastest
 # of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
