@@ -566,10 +566,11 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     b = b if b is not None else w
     tensors = (x2, w, b, y, mean, rstd)
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n) + tuple(cfg.items())
-    if "chunk" in cfg and n_cols % cfg["chunk"] == 0:
-        _FWD_CHUNKED((n_rows,), key, tensors + (n_cols, eps, is_ln, cfg["chunk"]), cfg["num_warps"], tensors=tensors)
-        return y, mean, rstd
     if "chunk" in cfg:
+        if n_cols % cfg["chunk"] == 0:
+            _FWD_CHUNKED((n_rows,), key, tensors + (n_cols, eps, is_ln, cfg["chunk"]), cfg["num_warps"],
+                         tensors=tensors)
+            return y, mean, rstd
         cfg = row_tiles(1, cfg["num_warps"], one_row=True)
     hints = ("evict_first", ".cs") if cfg["stream"] else ("", "")
     if cfg["one_row"]:
