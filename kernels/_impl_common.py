@@ -119,7 +119,8 @@ class CachedLaunch:
         self.cache: dict = {}
         self.enabled = os.environ.get("TRITON_INTERPRET", "0") not in ("1", "true", "True")
 
-    def __call__(self, grid, key, args: tuple, num_warps: int, tensors=()):
+    def __call__(self, grid, key, args: tuple, num_warps: int, tensors=(), max_regs: int | None = None):
+        """``max_regs``: a cap on registers per thread (ptxas ``.maxnreg``), so more programs fit on an SM."""
         grid = tuple(grid) + (1,) * (3 - len(grid))
         compiled = self.cache.get(key) if self.enabled else None
         if compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
@@ -133,7 +134,8 @@ class CachedLaunch:
                     return
             except Exception:  # noqa: BLE001 - fall back to the ordinary launch from now on
                 self.enabled = False
-        out = self.jit_fn[grid](*args, num_warps=num_warps)
+        options = {"maxnreg": max_regs} if max_regs else {}
+        out = self.jit_fn[grid](*args, num_warps=num_warps, **options)
         if self.enabled and out is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
             try:
                 out._init_handles()

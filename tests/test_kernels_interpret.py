@@ -372,14 +372,18 @@ def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
 
 
 @pytest.mark.parametrize("is_ln", [False, True])
+@pytest.mark.parametrize("hidden", [300, 256], ids=["ragged", "even"])
 @pytest.mark.parametrize("cfg", [dict(rows=1), dict(rows=4), dict(rows=1, one_row=True),
-                                 dict(rows=2, stream=True), dict(rows=1, one_row=True, stream=True)],
-                         ids=["row-tile", "4-rows", "1d-row", "2-rows-streaming", "1d-row-streaming"])
-def test_norm_forward_launch_variants(is_ln, cfg):
-    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel, cache hints)."""
+                                 dict(rows=2, stream=True), dict(rows=1, one_row=True, stream=True),
+                                 dict(rows=1, late_params=True, max_regs=64)],
+                         ids=["row-tile", "4-rows", "1d-row", "2-rows-streaming", "1d-row-streaming",
+                              "1d-row-late-params"])
+def test_norm_forward_launch_variants(is_ln, hidden, cfg):
+    """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel, cache hints,
+    the parameters loaded after the statistics), on rows that fill the tile and rows that do not."""
     impl = _impl("rms_norm")
     cfg = impl.row_tiles(num_warps=4, **cfg)
-    x, w, b, dy = _norm_inputs(13, 300, 6)
+    x, w, b, dy = _norm_inputs(13, hidden, 6)
     y, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cfg)
     want, _ = _norm_reference(x, w, b, dy, is_ln)
     if is_ln:
@@ -426,6 +430,10 @@ def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
         for cand in forward:
             assert set(cand) in (set(impl.row_tiles(1, 4)), set(impl.row_chunks(1024, 4)))
         assert all(c["chunk"] <= hidden // 2 for c in forward if "chunk" in c)
+        late = [c for c in forward if c.get("late_params")]
+        assert late and all(c["one_row"] for c in late)
+        capped = [c for c in late if c["max_regs"]]
+        assert capped and all(2 * c["max_regs"] * c["num_warps"] * 32 <= 65536 for c in capped)
         backward = tune.backward_candidates(impl, hidden)
         for cand in backward:
             assert set(cand) in (set(impl.whole_row(1, 4)), set(impl.sliced_rows(1, 4, 2)))

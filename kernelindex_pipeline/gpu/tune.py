@@ -30,13 +30,24 @@ MLP_SHAPES = [
 
 def forward_candidates(impl, hidden: int) -> list[dict]:
     """Tiles of one or several rows, and the 1-D one-row kernel, with and without streaming cache hints;
-    rows of two chunks or more, also one row in two sweeps of 1024-4096-column chunks (v13 notes)."""
+    the 1-D kernel with the parameters loaded after the statistics under register caps that fit two or
+    three times the programs on an SM (v15 notes); rows of two chunks or more, also one row in two sweeps
+    of 1024-4096-column chunks (v13 notes)."""
     warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
     rows = [1, 2, 4] if hidden <= 1024 else [1]
     tiles = [impl.row_tiles(r, w, one_row=one, stream=st)
              for r, w, one, st in itertools.product(rows, warps, [False, True], [False, True]) if not (one and r > 1)]
+    late = [impl.row_tiles(1, w, late_params=True, max_regs=cap)
+            for w in warps for cap in (None, *register_caps(w))]
     chunks = [c for c in (1024, 2048, 4096) if c <= hidden // 2]
-    return tiles + [impl.row_chunks(c, w) for c, w in itertools.product(chunks, [2, 4, 8])]
+    return tiles + late + [impl.row_chunks(c, w) for c, w in itertools.product(chunks, [2, 4, 8])]
+
+
+def register_caps(num_warps: int, register_file: int = 65536, cap_max: int = 255) -> list[int]:
+    """Registers per thread at which 2, 3 or 4 programs of ``num_warps`` warps fit in an SM's register file
+    (rounded down to a multiple of 8, as ptxas allocates), where at least 32 are left."""
+    caps = [min(cap_max, register_file // (k * num_warps * 32)) // 8 * 8 for k in (2, 3, 4)]
+    return [c for c in dict.fromkeys(caps) if c >= 32]
 
 
 def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:

@@ -94,27 +94,53 @@ def _norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_rows, n_c
 
 
 @triton.jit
+def _row_load(ptrs, col_ok, EVEN: tl.constexpr, EVICT: tl.constexpr):
+    """A row (or w, b) as float32; ``EVEN``: the row fills the tile, so no mask (masks cost registers)."""
+    if EVEN:
+        v = tl.load(ptrs, eviction_policy=EVICT)
+    else:
+        v = tl.load(ptrs, mask=col_ok, other=0.0, eviction_policy=EVICT)
+    return v.to(tl.float32)
+
+
+@triton.jit
 def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
-                         BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr):
-    """One row per program as a 1-D tile (wide rows): the compiler spreads the row over every warp."""
+                         BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr,
+                         LATE_PARAMS: tl.constexpr, EVEN: tl.constexpr):
+    """One row per program as a 1-D tile (wide rows): the compiler spreads the row over every warp.
+    ``LATE_PARAMS``: w and b are loaded after the statistics, so only x is held across the reductions (with
+    a register cap, more rows fit on an SM); else before x. ``EVEN``: n_cols == BLOCK_N."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    if IS_LN:
-        b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + row * n_cols + cols, mask=col_ok, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
+    if not LATE_PARAMS:
+        w = _row_load(w_ptr + cols, col_ok, EVEN, "")
+        if IS_LN:
+            b = _row_load(b_ptr + cols, col_ok, EVEN, "")
+    x = _row_load(x_ptr + row * n_cols + cols, col_ok, EVEN, X_EVICT)
     if IS_LN:
         mean = tl.sum(x, axis=0) / n_cols
-        xc = tl.where(col_ok, x - mean, 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
-        y = xc * rstd * w + b
+        if EVEN:
+            x = x - mean
+        else:
+            x = tl.where(col_ok, x - mean, 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         tl.store(mean_ptr + row, mean)
     else:
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        y = x * rstd * w
     tl.store(rstd_ptr + row, rstd)
-    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok, cache_modifier=Y_CACHE)
+    if LATE_PARAMS:
+        w = _row_load(w_ptr + cols, col_ok, EVEN, "")
+        if IS_LN:
+            b = _row_load(b_ptr + cols, col_ok, EVEN, "")
+    y = x * rstd * w
+    if IS_LN:
+        y += b
+    y = y.to(y_ptr.dtype.element_ty)
+    if EVEN:
+        tl.store(y_ptr + row * n_cols + cols, y, cache_modifier=Y_CACHE)
+    else:
+        tl.store(y_ptr + row * n_cols + cols, y, mask=col_ok, cache_modifier=Y_CACHE)
 
 
 @triton.jit
@@ -431,7 +457,9 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # _fwd_meta / _bwd_meta. Forward (``row_tiles``): rows per program, num_warps, the 1-D one-row kernel,
 # streaming cache hints; one program per tile (a persistent grid walking the tiles with a pipelined loop
 # was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7);
-# or (``row_chunks``) one row in two sweeps of chunks (RMSNorm 4096 13.8 -> 12.2 us, v13).
+# or (``row_chunks``) one row in two sweeps of chunks (RMSNorm 4096 13.8 -> 12.2 us, v13); ``late_params``
+# with ``max_regs``: only x held across the statistics, so that a register cap fits two fp32 rows of 16384
+# on an SM instead of one (LayerNorm 16384 143.5 -> 136.6 us, v15).
 # Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row,
 # prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: compiled by
 # Triton 3.6 for sm_90 with the 16-byte alignment hints a launch gets, the next rows' loads, bf16 or fp32,
@@ -447,9 +475,13 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # of a per-size sweep on one H200 (bf16 RMSNorm at 2048 rows, fp32 LayerNorm at 4096 rows;
 # ``python -m kernelindex_pipeline.gpu.tune``, see docs/rerun-notes.md).
 
-def row_tiles(rows, num_warps, one_row=False, stream=False) -> dict:
-    """``stream``: cache hints for data touched once (x loaded evict-first, y stored streaming)."""
-    return {"rows": rows, "num_warps": num_warps, "one_row": one_row and rows == 1, "stream": stream}
+def row_tiles(rows, num_warps, one_row=False, stream=False, late_params=False, max_regs=None) -> dict:
+    """``stream``: cache hints for data touched once (x loaded evict-first, y stored streaming).
+    ``late_params`` (one row, the 1-D kernel): w and b loaded after the row's statistics; ``max_regs``: a
+    register cap per thread, so that more programs fit on an SM."""
+    one_row = (one_row or late_params) and rows == 1
+    return {"rows": rows, "num_warps": num_warps, "one_row": one_row, "stream": stream,
+            "late_params": late_params and one_row, "max_regs": max_regs}
 
 
 def row_chunks(chunk, num_warps) -> dict:
@@ -482,7 +514,7 @@ def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=F
 FWD_CONFIG: dict = {
     (False, 1024): row_tiles(2, 4), (False, 4096): row_chunks(2048, 4), (False, 16384): row_tiles(1, 8),
     (True, 1024): row_tiles(4, 2, stream=True), (True, 4096): row_tiles(1, 4),
-    (True, 16384): row_tiles(1, 16, one_row=True),
+    (True, 16384): row_tiles(1, 16, late_params=True, max_regs=64),
 }
 
 BWD_CONFIG: dict = {
@@ -573,11 +605,14 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
             return y, mean, rstd
         cfg = row_tiles(1, cfg["num_warps"], one_row=True)
     hints = ("evict_first", ".cs") if cfg["stream"] else ("", "")
+    max_regs = cfg.get("max_regs")
     if cfg["one_row"]:
-        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n) + hints, cfg["num_warps"], tensors=tensors)
+        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n) + hints + (cfg.get("late_params", False), n_cols == block_n),
+                 cfg["num_warps"], tensors=tensors, max_regs=max_regs)
     else:
         _FWD((triton.cdiv(n_rows, cfg["rows"]),), key,
-             tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n) + hints, cfg["num_warps"], tensors=tensors)
+             tensors + (n_rows, n_cols, eps, is_ln, cfg["rows"], block_n) + hints, cfg["num_warps"], tensors=tensors,
+             max_regs=max_regs)
     return y, mean, rstd
 
 
