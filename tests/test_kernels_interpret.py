@@ -269,15 +269,25 @@ def test_norm_backward_launch_variants(is_ln, variant):
     (512, 2, dict(stages=2)), (1024, 4, dict(reload_w=True)), (1024, 1, dict(stages=3)), (2048, 2, {}),
     (1024, 2, dict(stages=2, hold_other_w=True))])
 def test_norm_backward_loads_tma_tiles(is_ln, hidden, slices, kwargs, monkeypatch):
-    """Rows of power-of-two length, each slice moved as [lines, 256] TMA tiles: the TMA kernel runs (not the
-    plain-load one) and gives the reference dx and dW (dB); the whole row when there is one slice."""
+    """Rows of power-of-two length, each slice moved as [lines, 256] TMA tiles: the sliced kernel gets x and
+    dy as TMA descriptors (not plain pointers) and gives the reference dx and dW (dB); the whole row when
+    there is one slice."""
     impl = _impl("rms_norm")
-    monkeypatch.setattr(impl, "_BWD_SLICED", lambda *a, **k: pytest.fail("plain-load kernel launched"))
+    launch = impl._BWD_SLICED
+    sources = []
+
+    def recording(grid, key, args, *rest, **kw):
+        sources.extend(args[:2])
+        return launch(grid, key, args, *rest, **kw)
+
+    monkeypatch.setattr(impl, "_BWD_SLICED", recording)
     x, w, b, dy = _norm_inputs(37, hidden, hidden + slices)
     assert impl._tma_lines(hidden, slices, x, dy) == hidden // (256 * slices)
     _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
     cfg = impl.sliced_rows(3, 4, slices, tma=True, **kwargs)
     dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
+    assert len(sources) == 2 and all(isinstance(src, impl.TensorDescriptor) for src in sources)
+    assert [src.block_shape for src in sources] == [[hidden // (256 * slices), 256]] * 2
     _, want = _norm_reference(x, w, b, dy, is_ln)
     for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
         assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)

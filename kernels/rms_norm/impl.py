@@ -104,6 +104,14 @@ def _row_load(ptrs, col_ok, EVEN: tl.constexpr, EVICT: tl.constexpr):
 
 
 @triton.jit
+def _row_store(ptrs, v, col_ok, EVEN: tl.constexpr):
+    if EVEN:
+        tl.store(ptrs, v)
+    else:
+        tl.store(ptrs, v, mask=col_ok)
+
+
+@triton.jit
 def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps, IS_LN: tl.constexpr,
                          BLOCK_N: tl.constexpr, X_EVICT: tl.constexpr, Y_CACHE: tl.constexpr,
                          LATE_PARAMS: tl.constexpr, EVEN: tl.constexpr):
@@ -277,31 +285,52 @@ def _row_stats(mean_ptr, rstd_ptr, row, IS_LN: tl.constexpr):
 
 
 @triton.jit
-def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
+def _slice_of_row(src, base, row, part, cols, ok, SLICE: tl.constexpr, N_SLICES: tl.constexpr,
+                  TMA_LINE: tl.constexpr):
+    """Slice ``part`` of a row of x or dy as float32: one [SLICE // TMA_LINE, TMA_LINE] TMA tile where
+    TMA_LINE > 0 (``src`` a descriptor over lines of TMA_LINE columns), else a masked load at ``cols``."""
+    if TMA_LINE:
+        lines: tl.constexpr = SLICE // TMA_LINE
+        v = src.load([row * (lines * N_SLICES) + part * lines, 0])
+    else:
+        v = tl.load(src + base + cols, mask=ok, other=0.0)
+    return v.to(tl.float32)
+
+
+@triton.jit
+def _norm_bwd_sliced_kernel(dy_src, x_src, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw_part_ptr, db_part_ptr, grads_ptr,
                             sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
-                            SLICE: tl.constexpr, N_SLICES: tl.constexpr, RELOAD_W: tl.constexpr,
-                            HOLD_OTHER_W: tl.constexpr, STAGES: tl.constexpr, FUSED_SUM: tl.constexpr,
-                            SUM_G: tl.constexpr, SUM_N: tl.constexpr):
+                            SLICE: tl.constexpr, N_SLICES: tl.constexpr, TMA_LINE: tl.constexpr,
+                            RELOAD_W: tl.constexpr, HOLD_OTHER_W: tl.constexpr, STAGES: tl.constexpr,
+                            FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
     """Wide rows split over N_SLICES programs that walk the same rows side by side, each owning one column
     slice: its dx and its slice of the dW (dB) partial sums, so each holds 1/N_SLICES of the registers a
     whole row needs. A row's sums run over every slice, so each program also reads the other slices (sums
     only, before its own): its partners read the same bytes at about the same time, so L2 serves the
     repeats and HBM still sees each element once. STAGES > 1 lets the compiler pipeline the row loop.
-    HOLD_OTHER_W (two slices): the other slice's w is loaded once too, not with every row."""
+    HOLD_OTHER_W (two slices): the other slice's w is loaded once too, not with every row.
+    TMA_LINE > 0: x and dy come as TMA tiles (``dy_src``, ``x_src`` descriptors; rows that fill the
+    tiles, so no masks): the loads land in shared memory, so the pipelined loop keeps the next rows'
+    slices in flight, in any dtype and without holding them in registers, while this row computes. dx
+    leaves by plain stores either way (TMA stores, through shared memory, measured slower: v11 notes)."""
+    EVEN: tl.constexpr = TMA_LINE > 0
     pid = tl.program_id(0)
     group = pid // N_SLICES
     part = pid % N_SLICES
-    lanes = tl.arange(0, SLICE)
+    if EVEN:
+        lanes = tl.arange(0, SLICE // TMA_LINE)[:, None] * TMA_LINE + tl.arange(0, TMA_LINE)[None, :]
+    else:
+        lanes = tl.arange(0, SLICE)
     cols = part * SLICE + lanes
     col_ok = cols < n_cols
     if not RELOAD_W:
-        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        w = _row_load(w_ptr + cols, col_ok, EVEN, "")
     if HOLD_OTHER_W:
         tl.static_assert(N_SLICES == 2)
         o_cols = (1 - part) * SLICE + lanes
-        w_other = tl.load(w_ptr + o_cols, mask=o_cols < n_cols, other=0.0).to(tl.float32)
-    dw_acc = tl.zeros((SLICE,), dtype=tl.float32)
-    db_acc = tl.zeros((SLICE,), dtype=tl.float32)
+        w_other = _row_load(w_ptr + o_cols, o_cols < n_cols, EVEN, "")
+    dw_acc = tl.zeros(lanes.shape, dtype=tl.float32)
+    db_acc = tl.zeros(lanes.shape, dtype=tl.float32)
     row0 = group * rows_per_prog
     row_end = tl.minimum(row0 + rows_per_prog, n_rows)
     for i in tl.range(0, row_end - row0, num_stages=STAGES):
@@ -311,84 +340,34 @@ def _norm_bwd_sliced_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw
         s1 = 0.0
         s2 = 0.0
         for t in tl.static_range(1, N_SLICES):
-            o_cols = ((part + t) % N_SLICES) * SLICE + lanes
-            o_ok = o_cols < n_cols
-            xo = tl.load(x_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-            if not HOLD_OTHER_W:
-                w_other = tl.load(w_ptr + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-            wdy_o = w_other * tl.load(dy_ptr + base + o_cols, mask=o_ok, other=0.0).to(tl.float32)
-            s1 += tl.sum(tl.where(o_ok, (xo - mean) * rstd, 0.0) * wdy_o, axis=0)
-            s2 += tl.sum(wdy_o, axis=0)
-        x = tl.load(x_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + base + cols, mask=col_ok, other=0.0).to(tl.float32)
-        if RELOAD_W:
-            w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-        xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
-        dx = _norm_dx(xhat, w * dy, rstd, s1, s2, n_cols, IS_LN)
-        tl.store(dx_ptr + base + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_ok)
-        dw_acc += dy * xhat
-        if IS_LN:
-            db_acc += dy
-    p_off = group * n_cols + cols
-    tl.store(dw_part_ptr + p_off, dw_acc, mask=col_ok)
-    if IS_LN:
-        tl.store(db_part_ptr + p_off, db_acc, mask=col_ok)
-    if FUSED_SUM:
-        _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
-
-
-@triton.jit
-def _norm_bwd_sliced_tma_kernel(dy_desc, x_desc, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw_part_ptr, db_part_ptr,
-                                grads_ptr, sync_ptr, n_rows, n_cols, rows_per_prog, n_groups, IS_LN: tl.constexpr,
-                                LINES: tl.constexpr, LINE: tl.constexpr, N_SLICES: tl.constexpr,
-                                RELOAD_W: tl.constexpr, HOLD_OTHER_W: tl.constexpr, STAGES: tl.constexpr,
-                                FUSED_SUM: tl.constexpr, SUM_G: tl.constexpr, SUM_N: tl.constexpr):
-    """``_norm_bwd_sliced_kernel`` with each slice of x and dy loaded as one [LINES, LINE] tile by the tensor
-    memory accelerator (TMA): the loads land in shared memory, so the pipelined loop (STAGES > 1) keeps
-    the next rows' slices in flight, in any dtype and without holding them in registers, while this row
-    computes. dx leaves by plain stores (TMA stores, through shared memory, measured slower: v11 notes)."""
-    pid = tl.program_id(0)
-    group = pid // N_SLICES
-    part = pid % N_SLICES
-    tile = tl.arange(0, LINES)[:, None] * LINE + tl.arange(0, LINE)[None, :]
-    cols = part * (LINES * LINE) + tile
-    if not RELOAD_W:
-        w = tl.load(w_ptr + cols).to(tl.float32)
-    if HOLD_OTHER_W:
-        tl.static_assert(N_SLICES == 2)
-        w_other = tl.load(w_ptr + (1 - part) * (LINES * LINE) + tile).to(tl.float32)
-    dw_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
-    db_acc = tl.zeros((LINES, LINE), dtype=tl.float32)
-    row0 = group * rows_per_prog
-    row_end = tl.minimum(row0 + rows_per_prog, n_rows)
-    for i in tl.range(0, row_end - row0, num_stages=STAGES):
-        row = row0 + i
-        line0 = row * (LINES * N_SLICES)
-        mean, rstd = _row_stats(mean_ptr, rstd_ptr, row, IS_LN)
-        s1 = 0.0
-        s2 = 0.0
-        for t in tl.static_range(1, N_SLICES):
             other = (part + t) % N_SLICES
-            xo = x_desc.load([line0 + other * LINES, 0]).to(tl.float32)
+            o_cols = other * SLICE + lanes
+            o_ok = o_cols < n_cols
+            xo = _slice_of_row(x_src, base, row, other, o_cols, o_ok, SLICE, N_SLICES, TMA_LINE)
             if not HOLD_OTHER_W:
-                w_other = tl.load(w_ptr + other * (LINES * LINE) + tile).to(tl.float32)
-            wdy_o = w_other * dy_desc.load([line0 + other * LINES, 0]).to(tl.float32)
-            s1 += tl.sum((xo - mean) * rstd * wdy_o)
+                w_other = _row_load(w_ptr + o_cols, o_ok, EVEN, "")
+            wdy_o = w_other * _slice_of_row(dy_src, base, row, other, o_cols, o_ok, SLICE, N_SLICES, TMA_LINE)
+            xhat_o = (xo - mean) * rstd
+            if not EVEN:
+                xhat_o = tl.where(o_ok, xhat_o, 0.0)
+            s1 += tl.sum(xhat_o * wdy_o)
             s2 += tl.sum(wdy_o)
-        x = x_desc.load([line0 + part * LINES, 0]).to(tl.float32)
-        dy = dy_desc.load([line0 + part * LINES, 0]).to(tl.float32)
+        x = _slice_of_row(x_src, base, row, part, cols, col_ok, SLICE, N_SLICES, TMA_LINE)
+        dy = _slice_of_row(dy_src, base, row, part, cols, col_ok, SLICE, N_SLICES, TMA_LINE)
         if RELOAD_W:
-            w = tl.load(w_ptr + cols).to(tl.float32)
+            w = _row_load(w_ptr + cols, col_ok, EVEN, "")
         xhat = (x - mean) * rstd
-        dx = _norm_dx(xhat, w * dy, rstd, s1, s2, n_cols, IS_LN)
-        tl.store(dx_ptr + row.to(tl.int64) * n_cols + cols, dx.to(dx_ptr.dtype.element_ty))
+        if not EVEN:
+            xhat = tl.where(col_ok, xhat, 0.0)
+        dx = _norm_dx(xhat, w * dy, rstd, s1, s2, n_cols, IS_LN).to(dx_ptr.dtype.element_ty)
+        _row_store(dx_ptr + base + cols, dx, col_ok, EVEN)
         dw_acc += dy * xhat
         if IS_LN:
             db_acc += dy
     p_off = group * n_cols + cols
-    tl.store(dw_part_ptr + p_off, dw_acc)
+    _row_store(dw_part_ptr + p_off, dw_acc, col_ok, EVEN)
     if IS_LN:
-        tl.store(db_part_ptr + p_off, db_acc)
+        _row_store(db_part_ptr + p_off, db_acc, col_ok, EVEN)
     if FUSED_SUM:
         _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
 
@@ -449,7 +428,6 @@ _FWD_ROW = CachedLaunch(_norm_fwd_row_kernel)
 _FWD_CHUNKED = CachedLaunch(_norm_fwd_chunked_kernel)
 _BWD = CachedLaunch(_norm_bwd_kernel)
 _BWD_SLICED = CachedLaunch(_norm_bwd_sliced_kernel)
-_BWD_SLICED_TMA = CachedLaunch(_norm_bwd_sliced_tma_kernel)
 _SUM_PARTIALS = CachedLaunch(_sum_partials_kernel)
 _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel step: groups x columns
 
@@ -503,8 +481,8 @@ def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=F
                 hold_other_w=False) -> dict:
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``;
     one slice: whole rows); ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``,
-    ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles
-    (``_norm_bwd_sliced_tma_kernel``) where rows allow (``_tma_lines``); ``hold_other_w`` (two slices):
+    ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles where rows allow
+    (``_tma_lines``); ``hold_other_w`` (two slices):
     the other slice's w held in registers too. (The next row prefetched in registers, as in ``whole_row``,
     and the other slices read in smaller pieces were slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
@@ -659,15 +637,11 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
     lines = _tma_lines(n_cols, slices, dy2, x2) if cfg.get("tma") else 0
     hold_other_w = bool(cfg.get("hold_other_w")) and slices == 2
-    if lines:
-        descs = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines))
-        _BWD_SLICED_TMA((n_progs,), key, descs + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
-                        + (lines, TMA_LINE, slices, cfg["reload_w"], hold_other_w, cfg["stages"], fused, sum_g,
-                           sum_n),
-                        cfg["num_warps"], tensors=tensors)
-    elif "slices" in cfg:
-        _BWD_SLICED((n_progs,), key, tensors + common + (block_n // slices, slices, cfg["reload_w"],
-                                                        hold_other_w, cfg["stages"], fused, sum_g, sum_n),
+    if "slices" in cfg:
+        sources = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines)) if lines else (dy2, x2)
+        _BWD_SLICED((n_progs,), key, sources + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
+                    + (block_n // slices, slices, TMA_LINE if lines else 0, cfg["reload_w"], hold_other_w,
+                       cfg["stages"], fused, sum_g, sum_n),
                     cfg["num_warps"], tensors=tensors)
     else:
         _BWD((n_progs,), key, tensors + common + (block_n, cfg["reload_w"], cfg["acc_in_global"],
