@@ -437,7 +437,8 @@ _SUM_GROUPS, _SUM_COLS = 64, 128  # partials tile of one _sum_partials_kernel st
 # was no faster, and the loop alone made one-tile programs 9-33% slower at 16384: docs/rerun-notes.md v7);
 # or (``row_chunks``) one row in two sweeps of chunks (RMSNorm 4096 13.8 -> 12.2 us, v13); ``late_params``
 # with ``max_regs``: only x held across the statistics, so that a register cap fits two fp32 rows of 16384
-# on an SM instead of one (LayerNorm 16384 143.5 -> 136.6 us, v15).
+# on an SM instead of one (LayerNorm 16384 143.5 -> 136.6 us, v15). LayerNorm 4096: two rows a program,
+# about 0.9% faster than one in two sessions' A/Bs (v13, v16), under the sweep's 1.5% bar but consistent.
 # Backward (``whole_row``): programs per SM, num_warps, partial sums in global memory, re-read w per row,
 # prefetch the next row (x, or x and dy) in registers, pipeline depth (``tl.range`` num_stages: compiled by
 # Triton 3.6 for sm_90 with the 16-byte alignment hints a launch gets, the next rows' loads, bf16 or fp32,
@@ -491,7 +492,7 @@ def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=F
 
 FWD_CONFIG: dict = {
     (False, 1024): row_tiles(2, 4), (False, 4096): row_chunks(2048, 4), (False, 16384): row_tiles(1, 8),
-    (True, 1024): row_tiles(4, 2, stream=True), (True, 4096): row_tiles(1, 4),
+    (True, 1024): row_tiles(4, 2, stream=True), (True, 4096): row_tiles(2, 4),
     (True, 16384): row_tiles(1, 16, late_params=True, max_regs=64),
 }
 
