@@ -104,11 +104,12 @@ def _row_load(ptrs, col_ok, EVEN: tl.constexpr, EVICT: tl.constexpr):
 
 
 @triton.jit
-def _row_store(ptrs, v, col_ok, EVEN: tl.constexpr):
+def _row_store(ptrs, v, col_ok, EVEN: tl.constexpr, CACHE: tl.constexpr):
+    """``_row_load``'s counterpart: a store masked unless ``EVEN``."""
     if EVEN:
-        tl.store(ptrs, v)
+        tl.store(ptrs, v, cache_modifier=CACHE)
     else:
-        tl.store(ptrs, v, mask=col_ok)
+        tl.store(ptrs, v, mask=col_ok, cache_modifier=CACHE)
 
 
 @triton.jit
@@ -144,11 +145,7 @@ def _norm_fwd_row_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols,
     y = x * rstd * w
     if IS_LN:
         y += b
-    y = y.to(y_ptr.dtype.element_ty)
-    if EVEN:
-        tl.store(y_ptr + row * n_cols + cols, y, cache_modifier=Y_CACHE)
-    else:
-        tl.store(y_ptr + row * n_cols + cols, y, mask=col_ok, cache_modifier=Y_CACHE)
+    _row_store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), col_ok, EVEN, Y_CACHE)
 
 
 @triton.jit
@@ -360,14 +357,14 @@ def _norm_bwd_sliced_kernel(dy_src, x_src, dx_ptr, w_ptr, mean_ptr, rstd_ptr, dw
         if not EVEN:
             xhat = tl.where(col_ok, xhat, 0.0)
         dx = _norm_dx(xhat, w * dy, rstd, s1, s2, n_cols, IS_LN).to(dx_ptr.dtype.element_ty)
-        _row_store(dx_ptr + base + cols, dx, col_ok, EVEN)
+        _row_store(dx_ptr + base + cols, dx, col_ok, EVEN, "")
         dw_acc += dy * xhat
         if IS_LN:
             db_acc += dy
     p_off = group * n_cols + cols
-    _row_store(dw_part_ptr + p_off, dw_acc, col_ok, EVEN)
+    _row_store(dw_part_ptr + p_off, dw_acc, col_ok, EVEN, "")
     if IS_LN:
-        _row_store(db_part_ptr + p_off, db_acc, col_ok, EVEN)
+        _row_store(db_part_ptr + p_off, db_acc, col_ok, EVEN, "")
     if FUSED_SUM:
         _sum_partials_after_all(dw_part_ptr, db_part_ptr, grads_ptr, sync_ptr, n_groups, n_cols, IS_LN, SUM_G, SUM_N)
 
@@ -483,9 +480,9 @@ def sliced_rows(per_sm, num_warps, slices, reload_w=False, stages=1, fused_sum=F
     """Each row's columns split over ``slices`` programs walking the same rows (``_norm_bwd_sliced_kernel``;
     one slice: whole rows); ``per_sm`` counts programs, so ``per_sm / slices`` row groups per SM; ``stages``,
     ``fused_sum``: as in ``whole_row``; ``tma``: x and dy loaded as TMA tiles where rows allow
-    (``_tma_lines``); ``hold_other_w`` (two slices):
-    the other slice's w held in registers too. (The next row prefetched in registers, as in ``whole_row``,
-    and the other slices read in smaller pieces were slower here: v8 and v10 notes.)"""
+    (``_tma_lines``); ``hold_other_w`` (two slices): the other slice's w held in registers too. (The next
+    row prefetched in registers, as in ``whole_row``, and the other slices read in smaller pieces were
+    slower here: v8 and v10 notes.)"""
     return {"per_sm": per_sm, "num_warps": num_warps, "slices": slices, "reload_w": reload_w, "stages": stages,
             "fused_sum": fused_sum, "tma": tma, "hold_other_w": hold_other_w}
 
@@ -586,7 +583,8 @@ def norm_forward(x2, w, b, eps, is_ln, config: dict | None = None):
     hints = ("evict_first", ".cs") if cfg["stream"] else ("", "")
     max_regs = cfg.get("max_regs")
     if cfg["one_row"]:
-        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n) + hints + (cfg.get("late_params", False), n_cols == block_n),
+        _FWD_ROW((n_rows,), key, tensors + (n_cols, eps, is_ln, block_n) + hints
+                 + (cfg.get("late_params", False), n_cols == block_n),
                  cfg["num_warps"], tensors=tensors, max_regs=max_regs)
     else:
         _FWD((triton.cdiv(n_rows, cfg["rows"]),), key,
@@ -640,7 +638,7 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     hold_other_w = bool(cfg.get("hold_other_w")) and slices == 2
     if "slices" in cfg:
         sources = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines)) if lines else (dy2, x2)
-        _BWD_SLICED((n_progs,), key, sources + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
+        _BWD_SLICED((n_progs,), key + (lines,), sources + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
                     + (block_n // slices, slices, TMA_LINE if lines else 0, cfg["reload_w"], hold_other_w,
                        cfg["stages"], fused, sum_g, sum_n),
                     cfg["num_warps"], tensors=tensors)
