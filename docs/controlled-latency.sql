@@ -7,5 +7,5 @@ SELECT kernel, workload_slug, operation_mode AS mode,
     round(any_value(median_value) FILTER (WHERE provider = 'liger') / 1e3, 1) AS liger_us,
     round(any_value(median_value) FILTER (WHERE provider = 'huggingface') / 1e3, 1) AS huggingface_us,
     round(any_value(median_value) FILTER (WHERE provider = 'liger')
-          / any_value(median_value) FILTER (WHERE provider = 'kernelindex'), 2) AS liger_over_kernelindex
+          / any_value(median_value) FILTER (WHERE provider = 'kernelindex'), 3) AS liger_over_kernelindex
 FROM latest GROUP BY ALL ORDER BY kernel, workload_slug, mode
