@@ -235,11 +235,10 @@ def _norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_p
             dy_nxt = tl.load(dy_ptr + off + n_cols, mask=ok_n, other=0.0)
         else:
             dy = tl.load(dy_ptr + off, mask=col_ok, other=0.0).to(tl.float32)
-        rstd = tl.load(rstd_ptr + row)
+        mean, rstd = _row_stats(mean_ptr, rstd_ptr, row, IS_LN)
         if RELOAD_W:  # wide rows: re-read w (cache-resident) rather than hold it in registers
             w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
         if IS_LN:
-            mean = tl.load(mean_ptr + row)
             xhat = tl.where(col_ok, (x - mean) * rstd, 0.0)
         else:
             xhat = x * rstd
