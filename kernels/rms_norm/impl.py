@@ -633,9 +633,9 @@ def norm_backward(dy2, x2, w, mean, rstd, is_ln, config: dict | None = None):
     key = (x2.dtype, w.dtype, x2.device.index, n_rows, n_cols, is_ln, block_n, rows_per_prog, fused) \
         + tuple(cfg.items())
     common = (n_rows, n_cols, rows_per_prog, n_groups, is_ln)
-    lines = _tma_lines(n_cols, slices, dy2, x2) if cfg.get("tma") else 0
-    hold_other_w = bool(cfg.get("hold_other_w")) and slices == 2
     if "slices" in cfg:
+        lines = _tma_lines(n_cols, slices, dy2, x2) if cfg.get("tma") else 0
+        hold_other_w = bool(cfg.get("hold_other_w")) and slices == 2
         sources = (_tma_tiles(dy2, lines), _tma_tiles(x2, lines)) if lines else (dy2, x2)
         _BWD_SLICED((n_progs,), key + (lines,), sources + (dx, w, mean, rstd, parts[0], parts[-1], grads, sync) + common
                     + (block_n // slices, slices, TMA_LINE if lines else 0, cfg["reload_w"], hold_other_w,
