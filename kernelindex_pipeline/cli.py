@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import json
 import os
 import re
@@ -13,7 +12,7 @@ import time
 import warnings
 from pathlib import Path
 
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse import Warehouse, WarehouseError
 
 _EXCEPTION_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(Error|Failure|Exception): ")
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -34,21 +33,17 @@ class CliError(Exception):
 def _dagster_instance(wh: Warehouse):
     import dagster as dg
 
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    home = (wh.home / "dagster").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(INSTANCE_YAML)
-    return dg.DagsterInstance.from_config(str(home))
-
-
-def evidence_fingerprint(directory: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(Path(directory).glob("*.jsonl.gz")):
-        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
+    try:
+        if os.environ.get("DAGSTER_HOME"):
+            return dg.DagsterInstance.get()
+        home = (wh.home / "dagster").resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        config = home / "dagster.yaml"
+        if not config.exists():
+            config.write_text(INSTANCE_YAML)
+        return dg.DagsterInstance.from_config(str(home))
+    except Exception as exc:  # noqa: BLE001 - any broken instance is reported as one line
+        raise CliError(f"cannot open the Dagster instance: {str(exc).strip().splitlines()[0]}") from exc
 
 
 def _failure_message(result) -> str:
@@ -63,51 +58,49 @@ def _failure_message(result) -> str:
 
 
 def ingest(sources: list[str]) -> dict:
-    """Materialize every non-GPU asset for every snapshot the sources offer that is not yet ingested."""
+    """Land every revision the sources offer that is not published yet, and publish the warehouse's next
+    generation, through one run of the Dagster ingest job."""
     warnings.filterwarnings("ignore")
+    from kernelindex_pipeline import steps
     from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
-    from kernelindex_pipeline.defs.schedules import INGEST_JOB, range_tags
+    from kernelindex_pipeline.defs.schedules import INGEST_JOB, range_tags, register_revisions
     from kernelindex_pipeline.definitions import build_definitions
-    from kernelindex_pipeline.partitions import upstream_revisions
     from kernelindex_pipeline.sources import SourceError
 
     wh = Warehouse()
-    upstream = UpstreamResource(locations=sources)
     try:
+        upstream = UpstreamResource(locations=sources)
         listed = upstream.list_revisions(cache_dir=wh.home / "http-cache")
     except SourceError as exc:
         raise CliError(f"cannot list upstream revisions: {exc}") from exc
     if not listed:
         raise CliError(f"no upstream revision found in {', '.join(upstream.resolved_locations())}")
-    stored, fingerprint = set(), None
+    published, fingerprint = {}, None
     if wh.exists():
         with wh.reader() as con:
-            stored = {k for (k,) in con.execute("SELECT revision_key FROM snapshots").fetchall()}
-            row = con.execute("SELECT value FROM ingest_state WHERE key = 'evidence'").fetchone()
-            fingerprint = row[0] if row else None
-    evidence_dir = WarehouseResource().evidence_path()
-    current_fingerprint = evidence_fingerprint(evidence_dir)
-    new = [r.key for r in listed if r.key not in stored]
-    if not new and fingerprint == current_fingerprint:
+            published = dict(con.execute("SELECT revision_key, state FROM snapshots").fetchall())
+            (fingerprint,) = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?",
+                                         [steps.EVIDENCE_KEY]).fetchone()
+    landed = {r["revision_key"] for r in wh.landed()}
+    todo = [r.key for r in listed if published.get(r.key, steps.UNLISTED) == steps.UNLISTED]
+    pending = landed - set(published)
+    evidence_changed = fingerprint != steps.evidence_fingerprint(WarehouseResource().evidence_path())
+    if not todo and not pending and not evidence_changed:
         return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
 
-    _progress(f"materializing {len(new) or len(listed)} upstream revision(s) through Dagster…")
-    instance = _dagster_instance(wh)
-    with wh.exclusive():  # two ingests at once must not both add the same partition keys
-        known = set(instance.get_dynamic_partitions(upstream_revisions.name))
-        instance.add_dynamic_partitions(upstream_revisions.name, [r.key for r in listed if r.key not in known])
-    keys = list(instance.get_dynamic_partitions(upstream_revisions.name))
-    start = keys.index(new[0]) if new else 0
+    _progress(f"materializing {len(todo) or len(listed)} upstream revision(s) through Dagster…")
+    with wh.writer_lock():  # the first write: a home that cannot be written says so here
+        instance = _dagster_instance(wh)
+        keys = register_revisions(instance, [r.key for r in listed])  # two ingests must not both add keys
+    unpublished = [k for k in keys if published.get(k, steps.UNLISTED) == steps.UNLISTED]
+    run_keys = keys[keys.index(unpublished[0]):] if unpublished else keys[-1:]
     defs = build_definitions(locations=upstream.resolved_locations())
     result = defs.resolve_job_def(INGEST_JOB).execute_in_process(
-        instance=instance, tags=range_tags(keys[start:]), run_config=QUIET_LOGS, raise_on_error=False
+        instance=instance, tags=range_tags(run_keys), run_config=QUIET_LOGS, raise_on_error=False
     )
     if not result.success:
         raise CliError(f"ingest failed, previous warehouse kept: {_failure_message(result)}")
-    with wh.transaction() as con:
-        con.execute("DELETE FROM ingest_state WHERE key = 'evidence'")
-        con.execute("INSERT INTO ingest_state VALUES ('evidence', ?)", [current_fingerprint])
-    return {"new_revisions": len(new), "ran": True, "revisions": len(listed), "run_id": result.run_id}
+    return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id}
 
 
 def show(run: str) -> str:
@@ -122,13 +115,16 @@ def show(run: str) -> str:
 
 
 def query(sql: str) -> tuple[list[str], list[tuple]]:
+    """Run SQL in a sandboxed, read-only session: the warehouse's tables and views, nothing else."""
     import duckdb
 
-    with Warehouse().reader() as con:
+    if not sql.strip():
+        raise CliError("query is empty: give a SQL statement, e.g. \"SELECT count(*) FROM runs\"")
+    with Warehouse().reader(sandboxed=True) as con:
         try:
             cursor = con.execute(sql)
         except duckdb.Error as exc:
-            raise CliError(f"query failed: {str(exc).splitlines()[0]}") from exc
+            raise CliError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
         if cursor.description is None:
             return [], []
         return [d[0] for d in cursor.description], cursor.fetchall()
@@ -233,13 +229,17 @@ def main(argv: list[str] | None = None) -> int:
             from kernelindex_pipeline.export import export
 
             print(export(args.format, args.directory))
-    except CliError as exc:
-        print(f"kernelindex: {exc}", file=sys.stderr)
+    except (CliError, WarehouseError, FileNotFoundError) as exc:
+        print(f"kernelindex: {_one_line(exc)}", file=sys.stderr)
         return 1
-    except FileNotFoundError as exc:
-        print(f"kernelindex: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"kernelindex: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", file=sys.stderr)
         return 1
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kernelindex_pipeline.defs import checks, ranking, reruns, runs, schedules, upstream
+from kernelindex_pipeline.defs import checks, publish, reruns, schedules, upstream
 from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
 
-ASSETS = [
-    upstream.upstream_snapshots, runs.run_observations, runs.controlled_evidence, runs.runs, runs.run_manifests,
-    ranking.comparison_ranks, reruns.gpu_reruns,
-]
+ASSETS = [upstream.upstream_snapshots, publish.warehouse_tables, reruns.gpu_reruns]
 
 
 def build_definitions(locations: list[str] | None = None, home: str = "", evidence_dir: str = "") -> dg.Definitions:

@@ -1,17 +1,26 @@
-"""Runs across snapshots: one row per run ever seen, with when it was first and last listed upstream."""
+"""Runs across snapshots: one row per run ever seen, with when it was first and last listed upstream.
+
+A run keeps the values of its first publication: listings are ordered by the publication that brought
+their revision in, then by upstream commit time, so a revision that arrives late, however back-dated,
+never changes a published value (its differing listings are conflicts). Withdrawal follows upstream's
+own order: a run is withdrawn once the newest usable listing of its file (by commit time) lacks it.
+"""
 
 from __future__ import annotations
 
 RUNS_SQL = """
 WITH o AS (
-    SELECT o.*, s.stream, s.committed_at FROM observations o JOIN snapshots s USING (revision_key)
+    SELECT o.*, s.stream, s.committed_at, coalesce(s.publication, 0) AS publication
+    FROM observations o JOIN snapshots s USING (revision_key)
 ), first_seen AS (
-    SELECT * FROM o QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY committed_at, revision_key, line_number) = 1
+    SELECT * FROM o QUALIFY row_number() OVER (
+        PARTITION BY run_id ORDER BY publication, committed_at, revision_key, line_number) = 1
 ), span AS (
     SELECT run_id, arg_max(revision_key, committed_at) AS last_seen_revision, max(committed_at) AS last_seen_at
     FROM o GROUP BY run_id
 ), latest AS (
-    SELECT stream, max(committed_at) AS latest_at FROM snapshots GROUP BY stream
+    SELECT stream, max(committed_at) AS latest_at FROM snapshots
+    WHERE coalesce(state, 'listed') IN ('listed', 'deleted') GROUP BY stream
 ), source_native AS (
     SELECT f.run_id,
         k.id_prefix || strftime(f.observed_at, '%Y-%m-%d-%H-%M-%S') || k.id_suffix AS external_id,
@@ -40,9 +49,12 @@ FROM controlled_runs
 
 # Later listings of a run whose values differ from the ones first published: refused, the first kept.
 CONFLICTS_SQL = """
-WITH o AS (SELECT o.*, s.committed_at, s.source_file, s.commit FROM observations o JOIN snapshots s USING (revision_key)),
-first_seen AS (
-    SELECT * FROM o QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY committed_at, revision_key, line_number) = 1
+WITH o AS (
+    SELECT o.*, s.committed_at, s.source_file, s.commit, coalesce(s.publication, 0) AS publication
+    FROM observations o JOIN snapshots s USING (revision_key)
+), first_seen AS (
+    SELECT * FROM o QUALIFY row_number() OVER (
+        PARTITION BY run_id ORDER BY publication, committed_at, revision_key, line_number) = 1
 )
 SELECT o.source_file AS source, o.commit AS source_revision, o.line_number,
     'conflicts with the values first published for this run at ' || f.revision_key AS reason,

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,11 @@ UPSTREAM_COLUMNS: tuple[str, ...] = (
 )
 MAX_LATENCY_MS = 3.6e6  # an hour per pass is a broken measurement, not a slow kernel
 MAX_MEMORY_MB = 2.0**20  # a tebibyte of device memory
+# Latencies are CUDA-event timings (about 0.5 µs resolution) reported by do_bench in ms; anything under 1 µs
+# is below what the timer can tell apart from zero. The shipped snapshots' smallest latency is
+# 0.00512 ms (5,120 ns; softmax forward, torch, x = 128, RTX 3090), well above it.
+MIN_LATENCY_NS = 1_000
+_BOM = b"\xef\xbb\xbf"
 
 QUARANTINE_SCHEMA = pa.schema(
     [("revision_key", pa.string()), ("source", pa.string()), ("source_revision", pa.string()),
@@ -50,7 +56,8 @@ class Normalized:
     dims: pa.Table  # what each dim_key of the observations means
     quarantine: pa.Table
     workloads: pa.Table
-    rows_in: int
+    rows_in: int  # data lines taken in (plus one per unparseable revision without any): observations + quarantine
+    unparseable: dict[str, str]  # revision_key -> why that revision cannot be read as a whole
 
 
 def _lines(text: str) -> list[str]:
@@ -64,8 +71,9 @@ def _lines(text: str) -> list[str]:
 class _Parsed:
     table: pa.Table | None  # accepted rows, upstream columns + line_number
     rejected: list[tuple[int, str]]  # (line number, reason)
-    text: str | None  # decoded text, kept only where quarantine needs raw lines
+    lines: list[str] | None  # physical lines, kept only where quarantine needs raw text
     has_replacement: bool = False
+    unparseable: str | None = None  # why the whole file was refused
 
 
 def _read_fast(data: bytes, header: list[str]) -> pa.Table | None:
@@ -95,24 +103,53 @@ def _fields(line: str) -> list[str] | None:
         return None
 
 
+def _unreadable(data: bytes, end: int) -> tuple[str | None, list[str] | None]:
+    """Why the file as a whole cannot be read (and its lines, split as it breaks them), or (None, None)."""
+    if not data:
+        return "empty file: no header and no rows", []
+    if data.startswith(_BOM):
+        return "starts with a UTF-8 byte-order mark; upstream files are plain UTF-8", None
+    cr = data.find(b"\r", 0, len(data) if end < 0 else end)
+    if cr >= 0 and cr != end - 1:  # the header ends in, or holds, a carriage return without a line feed
+        lines = re.split(r"\r\n?|\n", data.decode("utf-8", errors="replace"))
+        return "lone carriage-return line endings", lines[:-1] if lines[-1] == "" else lines
+    try:
+        head = data[: len(data) if end < 0 else end].decode("utf-8")
+    except UnicodeDecodeError:
+        return "header is not valid UTF-8", None
+    if "\x00" in head:
+        return "header is not valid UTF-8 text: it holds NUL bytes (UTF-16?)", None
+    if not head.strip():
+        return "no header line: the first line is blank", None
+    return None, None
+
+
+def _refused(reason: str, lines: list[str]) -> _Parsed:
+    """A file refused as a whole: each non-blank data line, or a line-0 row where there is none."""
+    rejected = [(n, reason) for n, line in enumerate(lines[1:], start=2) if line.strip()]
+    return _Parsed(None, rejected or [(0, reason)], lines, unparseable=reason)
+
+
 def _parse_snapshot(data: bytes) -> _Parsed:
     end = data.find(b"\n")
-    head = data[: end if end >= 0 else len(data)].rstrip(b"\r").decode("utf-8", errors="replace")
+    reason, lines = _unreadable(data, end)
+    if reason is not None:
+        return _refused(reason, lines if lines is not None else _lines(data.decode("utf-8", errors="replace")))
+    head = data[: end if end >= 0 else len(data)].rstrip(b"\r").decode("utf-8")
     header = _fields(head) or []
     missing = [c for c in UPSTREAM_COLUMNS if c not in header]
     if missing or len(set(header)) != len(header):
         why = f"missing column(s) {', '.join(missing)}" if missing else "duplicate column names"
-        reason = f"schema drift: {why}; header is {head[:200]!r}"
-        text = data.decode("utf-8", errors="replace")
-        return _Parsed(None, [(n, reason) for n, line in enumerate(_lines(text)[1:], start=2) if line.strip()], text)
+        return _refused(f"schema drift: {why}; header is {head[:200]!r}", _lines(data.decode("utf-8", errors="replace")))
     fast = _read_fast(data, header)
     if fast is not None:
         return _Parsed(fast, [], None)
 
     # Slow, exact path for a damaged file: one physical line is one record, as upstream writes them.
     text = data.decode("utf-8", errors="replace")
+    lines = _lines(text)
     rejected, accepted, numbers = [], [], []
-    for n, line in enumerate(_lines(text)[1:], start=2):
+    for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         fields = _fields(line)
@@ -126,7 +163,7 @@ def _parse_snapshot(data: bytes) -> _Parsed:
     columns = list(zip(*accepted)) if accepted else [[] for _ in header]
     table = pa.table({name: pa.array(col, pa.string()) for name, col in zip(header, columns)})
     table = table.select(list(UPSTREAM_COLUMNS)).append_column("line_number", pa.array(numbers, pa.int64()))
-    return _Parsed(table, rejected, text, "\ufffd" in text)
+    return _Parsed(table, rejected, lines, "\ufffd" in text)
 
 
 def _raw_table(snapshots: Sequence[Snapshot]) -> tuple[pa.Table, list[tuple[str, int, str]], dict[str, _Parsed], bool]:
@@ -304,7 +341,7 @@ CREATE OR REPLACE TEMP TABLE checked AS
 WITH typed AS (
     SELECT revision_key, line_number, {_DIM_KEY} AS dim_key,
         try_cast(y_value_50 AS DOUBLE) AS y50, try_cast(y_value_20 AS DOUBLE) AS y20,
-        try_cast(y_value_80 AS DOUBLE) AS y80, metric_unit = 'ms' AS is_latency,
+        try_cast(y_value_80 AS DOUBLE) AS y80, metric_unit = 'ms' AS is_latency, metric_unit = 'MB' AS is_memory,
         try_strptime(timestamp, '%Y-%m-%d %H:%M:%S') AS observed_at, timestamp,
         NULLIF(liger_version, '') AS liger_version {{utf8_columns}}
     FROM raw
@@ -317,6 +354,11 @@ SELECT revision_key, line_number, dim_key, y20, y50, y80, observed_at, liger_ver
     WHEN least(y20, y50, y80) <= 0 THEN 'y_value_20/50/80 is zero or negative'
     WHEN (is_latency AND y80 > {MAX_LATENCY_MS}) OR (NOT is_latency AND y80 > {MAX_MEMORY_MB})
         THEN 'absurd value: over ' || CASE WHEN is_latency THEN 'an hour per pass' ELSE 'a TiB' END
+    WHEN is_latency AND round(least(y20, y50, y80) * 1e6) < {MIN_LATENCY_NS}
+        THEN 'latency ' || CAST(least(y20, y50, y80) AS VARCHAR)
+            || ' ms is below the timer''s resolution ({MIN_LATENCY_NS / 1000:g} µs)'
+    WHEN is_memory AND round(least(y20, y50, y80) * 1048576) < 1
+        THEN 'memory ' || CAST(least(y20, y50, y80) AS VARCHAR) || ' MB rounds to 0 bytes'
     WHEN NOT (y20 <= y50 AND y50 <= y80) THEN 'quantiles out of order: p20 <= p50 <= p80 does not hold'
     WHEN observed_at IS NULL THEN 'timestamp is not YYYY-MM-DD HH:MM:SS: ' || timestamp
 END AS reason
@@ -412,7 +454,12 @@ WHERE NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.revision_key = identified.r
 
 
 def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | None = None) -> Normalized:
-    """Normalize snapshots into observations (one row per accepted line) and quarantine rows."""
+    """Normalize snapshots into observations (one row per accepted line) and quarantine rows.
+
+    A revision that cannot be read as a whole (empty, byte-order mark, lone carriage returns, header not
+    UTF-8 or blank, schema drift) lands no observations, is named in `unparseable`, and has every data line
+    quarantined with that reason (one line-0 row where it has none).
+    """
     con = con or duckdb.connect()
     raw, malformed, parsed, replacement = _raw_table(snapshots)
     tables = {
@@ -443,7 +490,8 @@ def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | No
     for name in [*tables, "workloads", "implementations"]:
         con.unregister(name)
     rows_in = raw.num_rows + len(malformed)
-    return Normalized(observations, dims, _with_raw_lines(rejected, snapshots, parsed), workloads, rows_in)
+    unparseable = {key: p.unparseable for key, p in parsed.items() if p.unparseable is not None}
+    return Normalized(observations, dims, _with_raw_lines(rejected, snapshots, parsed), workloads, rows_in, unparseable)
 
 
 def _with_raw_lines(rejected: pa.Table, snapshots: Sequence[Snapshot], parsed: dict[str, _Parsed]) -> pa.Table:
@@ -452,8 +500,8 @@ def _with_raw_lines(rejected: pa.Table, snapshots: Sequence[Snapshot], parsed: d
     keys, numbers, reasons = (rejected.column(c).to_pylist() for c in ("revision_key", "line_number", "reason"))
     lines = {}
     for key in set(keys):
-        text = parsed[key].text or revisions[key].data.decode("utf-8", errors="replace")
-        lines[key] = _lines(text)
+        known = parsed[key].lines
+        lines[key] = known if known is not None else _lines(revisions[key].data.decode("utf-8", errors="replace"))
     rows = {
         "revision_key": keys,
         "source": [revisions[k].revision.path for k in keys],

@@ -1,16 +1,20 @@
-"""The warehouse steps the assets run, as plain functions of a Warehouse (no Dagster here).
+"""The warehouse steps, as plain functions (no Dagster here).
 
-Each step writes inside one transaction and replaces a table only where its rows changed, so running a
-step again with nothing new rewrites no row.
+Fetching lands revisions: their bytes go to the content-addressed raw store and a small record of each
+goes to `landing/`. Publishing turns every landed revision not yet in the warehouse, and the committed
+rerun evidence, into the next generation of the warehouse in one go (`Warehouse.publish`): snapshots,
+observations, runs, manifests, ranks and their Parquet copies change together or not at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog, evidence
@@ -22,79 +26,159 @@ from kernelindex_pipeline.ranking import RANKS_SQL
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed
 
+# ingest_state key holding the fingerprint of the evidence files the warehouse was built from.
+EVIDENCE_KEY = "evidence"
 
-# ingest_state row that `kernelindex ingest` writes after a successful run (the evidence fingerprint).
-INGEST_COMPLETE_KEY = "evidence"
+# How a landed revision is recorded in `snapshots.state`.
+LISTED = "listed"  # bytes fetched; parsed into observations and quarantine rows
+DELETED = "deleted"  # the revision deleted the file: no rows, the file's runs are withdrawn from then on
+UNLISTED = "unlisted"  # a registered revision upstream no longer lists: nothing fetched, nothing withdrawn
+UNPARSEABLE = "unparseable"  # bytes that are not a CSV file at all: every line quarantined, nothing withdrawn
 
 
 @dataclass
 class StepResult:
     rows: int
     changed: bool
-    details: dict
+    details: dict = field(default_factory=dict)
 
 
-def record_snapshots(wh: Warehouse, fetched: Sequence[tuple[Revision, bytes]]) -> StepResult:
-    """Store each snapshot's bytes content-addressed, then list it in `snapshots`.
+@dataclass
+class Publication:
+    """What one publication did, step by step (what the Dagster assets report)."""
 
-    Listing a new snapshot also clears the completed-ingest marker, in the same transaction: if the run
-    fails or is killed before its last step, the next `kernelindex ingest` re-runs every step over every
-    revision instead of taking the stored snapshots for fully ingested ones."""
-    rows = []
-    for revision, data in fetched:
-        sha = wh.store_raw(data)
-        rows.append({"revision_key": revision.key, "source": SOURCE_NAME, "stream": revision.stream,
-                     "source_file": revision.path, "commit": revision.commit, "committed_at": revision.committed_at,
-                     "sha256": sha, "bytes": len(data), "location": revision.location})
-    table = pa.Table.from_pylist(rows)
-    changed = False
-    with wh.transaction() as con:
-        if rows:
-            con.register("incoming", table)
-            (new,) = con.execute(
-                "SELECT count(*) FROM incoming i WHERE NOT EXISTS (SELECT 1 FROM snapshots s "
-                "WHERE s.revision_key = i.revision_key AND s.sha256 = i.sha256)").fetchone()
-            if new:
-                con.execute("DELETE FROM snapshots WHERE revision_key IN (SELECT revision_key FROM incoming)")
-                con.execute("INSERT INTO snapshots SELECT revision_key, source, stream, source_file, commit, "
-                            "CAST(committed_at AS TIMESTAMPTZ), sha256, bytes, location FROM incoming")
-                # The warehouse is complete again only when the run that goes on from here succeeds: until
-                # then, `kernelindex ingest` must not take the stored snapshots for ingested ones.
-                con.execute(f"DELETE FROM ingest_state WHERE key = '{INGEST_COMPLETE_KEY}'")
-                changed = True
-            con.unregister("incoming")
-    return StepResult(len(rows), changed, {"bytes": int(sum(r["bytes"] for r in rows))})
+    published: bool
+    snapshots: StepResult
+    observations: StepResult
+    evidence: StepResult
+    runs: StepResult
+    manifests: StepResult
+    ranks: StepResult
 
 
-def normalize_snapshots(wh: Warehouse, keys: Sequence[str]) -> StepResult:
-    """Normalize stored snapshots into observations and quarantine rows, replacing those partitions."""
-    with wh.reader() as con:
-        listed = con.execute(
-            "SELECT revision_key, stream, commit, source_file, CAST(committed_at AS VARCHAR), location, sha256 "
-            "FROM snapshots WHERE list_contains(?, revision_key)", [list(keys)]).fetchall()
-    missing = set(keys) - {row[0] for row in listed}
-    if missing:
-        raise LookupError(f"snapshots not stored yet: {', '.join(sorted(missing))}")
+# -- landing ----------------------------------------------------------------------------------------
+
+def land_revision(wh: Warehouse, revision: Revision, data: bytes | None, state: str = LISTED) -> None:
+    """Store a fetched revision's bytes, then its record, for the next publication to take in."""
+    sha = wh.store_raw(data) if data is not None else None
+    wh.land({"revision_key": revision.key, "source": SOURCE_NAME, "stream": revision.stream,
+             "source_file": revision.path, "commit": revision.commit, "committed_at": revision.committed_at,
+             "sha256": sha, "bytes": len(data) if data is not None else 0, "location": revision.location,
+             "state": state})
+
+
+def land_unlisted(wh: Warehouse, key: str) -> None:
+    """A registered revision that upstream no longer lists: recorded, so it never blocks an ingest again."""
+    stream, _, commit = key.partition("@")
+    wh.land({"revision_key": key, "source": SOURCE_NAME, "stream": stream, "source_file": None, "commit": commit,
+             "committed_at": None, "sha256": None, "bytes": 0, "location": None, "state": UNLISTED})
+
+
+def known_revisions(wh: Warehouse) -> dict[str, str]:
+    """revision key -> state, of every revision published or landed (what need not be fetched again)."""
+    known = {r["revision_key"]: r["state"] for r in wh.landed()}
+    if wh.exists():
+        with wh.reader() as con:
+            known.update(dict(con.execute("SELECT revision_key, coalesce(state, 'listed') FROM snapshots").fetchall()))
+    return known
+
+
+# -- one publication --------------------------------------------------------------------------------
+
+def evidence_fingerprint(directory: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(Path(directory).glob("*.jsonl.gz")):
+        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def publish(wh: Warehouse, evidence_dir: Path) -> Publication:
+    """Take every landed revision not yet published and the evidence files into the next generation."""
+    with wh.publish() as staging:
+        con = staging.con
+        snapshots = record_snapshots(con, wh.landed())
+        observations = normalize_snapshots(con, wh, snapshots.details["keys"])
+        fingerprint = evidence_fingerprint(evidence_dir)
+        [(stored,)] = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?", [EVIDENCE_KEY]).fetchall()
+        if stored != fingerprint or snapshots.changed:
+            loaded = load_controlled_evidence(con, evidence_dir)
+            con.execute("DELETE FROM ingest_state WHERE key = ?", [EVIDENCE_KEY]).fetchall()
+            con.execute("INSERT INTO ingest_state VALUES (?, ?)", [EVIDENCE_KEY, fingerprint]).fetchall()
+            staging.changed = True
+        else:
+            loaded = StepResult(0, False, {"refused": 0, "files": 0})
+        if staging.changed:
+            runs = rebuild_runs(con, wh)
+            manifests = rebuild_manifests(con)
+            ranks = rebuild_ranks(con)
+        else:
+            runs = manifests = ranks = StepResult(0, False)
+        return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks)
+
+
+def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> StepResult:
+    """List every landed revision that is not published yet in `snapshots`, as one publication.
+
+    The first publication of a revision is final: a revision landed again is ignored, except one recorded
+    as unlisted, which its bytes replace once upstream lists it again. `publication` numbers the order in
+    which revisions were first published, which decides whose values a run keeps (see history.py)."""
+    if not landed:
+        return StepResult(0, False, {"keys": [], "bytes": 0})
+    rows = pa.Table.from_pylist([{**r, "committed_at": r.get("committed_at")} for r in landed], schema=pa.schema([
+        ("revision_key", pa.string()), ("source", pa.string()), ("stream", pa.string()), ("source_file", pa.string()),
+        ("commit", pa.string()), ("committed_at", pa.string()), ("sha256", pa.string()), ("bytes", pa.int64()),
+        ("location", pa.string()), ("state", pa.string())]))
+    con.register("landed", rows)
+    new = con.execute(f"""
+        SELECT l.revision_key FROM landed l LEFT JOIN snapshots s USING (revision_key)
+        WHERE s.revision_key IS NULL OR (s.state = '{UNLISTED}' AND l.state <> '{UNLISTED}')
+        ORDER BY l.committed_at NULLS LAST, l.revision_key""").fetchall()
+    keys = [k for (k,) in new]
+    if keys:
+        [(publication,)] = con.execute("SELECT coalesce(max(publication), 0) + 1 FROM snapshots").fetchall()
+        con.execute("DELETE FROM snapshots WHERE list_contains(?, revision_key)", [keys]).fetchall()
+        con.execute("""
+            INSERT INTO snapshots BY NAME
+            SELECT revision_key, source, stream, source_file, commit, CAST(committed_at AS TIMESTAMPTZ) AS committed_at,
+                sha256, bytes, location, state, NULL AS problem, ? AS publication
+            FROM landed WHERE list_contains(?, revision_key)""", [publication, keys]).fetchall()
+    [(total,)] = con.execute("SELECT coalesce(sum(bytes), 0) FROM landed WHERE list_contains(?, revision_key)",
+                             [keys]).fetchall()
+    con.unregister("landed")
+    return StepResult(len(keys), bool(keys), {"keys": keys, "bytes": int(total)})
+
+
+def normalize_snapshots(con: duckdb.DuckDBPyConnection, wh: Warehouse, keys: Sequence[str]) -> StepResult:
+    """Normalize newly listed snapshots into observations and quarantine rows; a file that cannot be parsed
+    at all is marked unparseable (its lines quarantined), so it withdraws nothing."""
+    listed = con.execute(
+        "SELECT revision_key, stream, commit, source_file, CAST(committed_at AS VARCHAR), location, sha256 "
+        f"FROM snapshots WHERE list_contains(?, revision_key) AND state = '{LISTED}'", [list(keys)]).fetchall()
     snapshots = [Snapshot(Revision(at, stream, commit, path, location), wh.load_raw(sha))
                  for key, stream, commit, path, at, location, sha in listed]
+    if not snapshots:
+        return StepResult(0, False, {"rows_in": 0, "quarantined": 0, "snapshots": 0, "keys": []})
     result = normalize(snapshots)
-    with wh.transaction() as con:
-        for name, table in [("o_new", result.observations), ("k_new", result.dims), ("q_new", result.quarantine),
-                            ("w_new", result.workloads)]:
-            con.register(name, table)
-        con.execute("DELETE FROM observations WHERE list_contains(?, revision_key)", [list(keys)])
-        con.execute("INSERT INTO observations BY NAME SELECT * FROM o_new")
-        con.execute("DELETE FROM snapshot_quarantine WHERE list_contains(?, revision_key)", [list(keys)])
-        con.execute("INSERT INTO snapshot_quarantine BY NAME SELECT * FROM q_new")
-        con.execute("DELETE FROM run_keys WHERE dim_key IN (SELECT dim_key FROM k_new)")
-        con.execute("INSERT INTO run_keys BY NAME SELECT * FROM k_new")
-        con.execute("DELETE FROM workloads WHERE workload_digest IN (SELECT workload_digest FROM w_new)")
-        con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new")
-        for name in ("o_new", "k_new", "q_new", "w_new"):
-            con.unregister(name)
+    parsed = [s.revision.key for s in snapshots]
+    for name, table in [("o_new", result.observations), ("k_new", result.dims), ("q_new", result.quarantine),
+                        ("w_new", result.workloads)]:
+        con.register(name, table)
+    con.execute("DELETE FROM observations WHERE list_contains(?, revision_key)", [parsed]).fetchall()
+    con.execute("INSERT INTO observations BY NAME SELECT * FROM o_new")
+    con.execute("DELETE FROM snapshot_quarantine WHERE list_contains(?, revision_key)", [parsed]).fetchall()
+    con.execute("INSERT INTO snapshot_quarantine BY NAME SELECT * FROM q_new")
+    con.execute("DELETE FROM run_keys WHERE dim_key IN (SELECT dim_key FROM k_new)")
+    con.execute("INSERT INTO run_keys BY NAME SELECT * FROM k_new")
+    con.execute("DELETE FROM workloads WHERE workload_digest IN (SELECT workload_digest FROM w_new)")
+    con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new")
+    for name in ("o_new", "k_new", "q_new", "w_new"):
+        con.unregister(name)
+    for key, reason in result.unparseable.items():
+        con.execute(f"UPDATE snapshots SET state = '{UNPARSEABLE}', problem = ? WHERE revision_key = ?", [reason, key]).fetchall()
     return StepResult(
         result.observations.num_rows, True,
-        {"rows_in": result.rows_in, "quarantined": result.quarantine.num_rows, "snapshots": len(keys)},
+        {"rows_in": result.rows_in, "quarantined": result.quarantine.num_rows, "snapshots": len(parsed),
+         "unparseable": len(result.unparseable), "keys": parsed},
     )
 
 
@@ -112,7 +196,7 @@ def _manifest_table(manifests: list[dict], key: str, extra: str, extra_of) -> pa
                     schema=pa.schema([(key, pa.string()), (extra, pa.string()), ("manifest", pa.string())]))
 
 
-def load_controlled_evidence(wh: Warehouse, evidence_dir: Path) -> StepResult:
+def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path) -> StepResult:
     """Controlled runs from committed rerun records, with their protocols, environments and workloads."""
     runs, protocols, environments, workloads, refused = evidence.load_evidence(evidence_dir)
     src_protocols, src_environments, implementations = _reference_rows()
@@ -124,48 +208,56 @@ def load_controlled_evidence(wh: Warehouse, evidence_dir: Path) -> StepResult:
                                            lambda m: m["spec"]["provider"]),
     }
     changed = False
-    with wh.transaction() as con:
-        for name, table in tables.items():
-            con.register(f"{name}_new", table)
-            changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
-            con.unregister(f"{name}_new")
-        if runs:
-            con.register("c_new", pa.Table.from_pylist(runs))
-            changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
-            con.unregister("c_new")
-        else:
-            changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM controlled_runs WHERE false")
-        con.register("r_new", pa.Table.from_pylist(
-            [{**r, "source_revision": None, "revision_key": None} for r in refused], schema=QUARANTINE_SCHEMA))
-        changed |= replace_if_changed(con, "evidence_quarantine", "SELECT * FROM r_new")
-        con.unregister("r_new")
-        if workloads:
-            con.register("w_new", pa.Table.from_pylist([
-                {"workload_digest": w["workload_digest"], "kernel": w["definition"]["spec"]["kernel"],
-                 "workload_slug": w["workload_slug"], "definition": json.dumps(w["definition"], ensure_ascii=False),
-                 "shapes_known": w["shapes_known"]} for w in workloads]))
-            con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
-                        "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
-            con.unregister("w_new")
-    return StepResult(len(runs), changed, {"refused": len(refused), "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})
+    for name, table in tables.items():
+        con.register(f"{name}_new", table)
+        changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
+        con.unregister(f"{name}_new")
+    if runs:
+        con.register("c_new", pa.Table.from_pylist(runs))
+        changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
+        con.unregister("c_new")
+    else:
+        changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM controlled_runs WHERE false")
+    con.register("r_new", pa.Table.from_pylist(
+        [{**r, "source_revision": None, "revision_key": None} for r in refused], schema=QUARANTINE_SCHEMA))
+    changed |= replace_if_changed(con, "evidence_quarantine", "SELECT * FROM r_new")
+    con.unregister("r_new")
+    if workloads:
+        con.register("w_new", pa.Table.from_pylist([
+            {"workload_digest": w["workload_digest"], "kernel": w["definition"]["spec"]["kernel"],
+             "workload_slug": w["workload_slug"], "definition": json.dumps(w["definition"], ensure_ascii=False),
+             "shapes_known": w["shapes_known"]} for w in workloads]))
+        con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
+                    "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
+        con.unregister("w_new")
+    return StepResult(len(runs), changed, {"refused": len(refused),
+                                           "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})
 
 
-def rebuild_runs(wh: Warehouse) -> StepResult:
+# Revision-level records in `quarantine`: revisions registered but no longer listed upstream.
+UNLISTED_QUARANTINE_SQL = f"""
+SELECT coalesce(source_file, stream) AS source, commit AS source_revision, 0 AS line_number,
+    'upstream no longer lists this revision: nothing was fetched, no run withdrawn' AS reason, '' AS raw_line,
+    revision_key
+FROM snapshots WHERE state = '{UNLISTED}'
+"""
+
+
+def rebuild_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
     """`runs` from every observation and controlled run; `quarantine` from every refused line."""
-    with wh.transaction() as con:
-        changed = replace_if_changed(con, "runs", f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id")
-        conflicts = con.sql(CONFLICTS_SQL).to_arrow_table()
-        con.register("conflicts", _conflicts_with_lines(wh, con, conflicts))
-        changed |= replace_if_changed(
-            con, "quarantine",
-            "SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM snapshot_quarantine "
-            "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
-            "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine",
-        )
-        con.unregister("conflicts")
-        (count,) = con.execute("SELECT count(*) FROM runs").fetchone()
-        (quarantined,) = con.execute("SELECT count(*) FROM quarantine").fetchone()
-        wh.export_parquet(con, ("runs", "quarantine"))
+    changed = replace_if_changed(con, "runs", f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id")
+    conflicts = con.sql(CONFLICTS_SQL).to_arrow_table()
+    con.register("conflicts", _conflicts_with_lines(wh, con, conflicts))
+    changed |= replace_if_changed(
+        con, "quarantine",
+        "SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM snapshot_quarantine "
+        "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
+        "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine "
+        f"UNION ALL {UNLISTED_QUARANTINE_SQL}",
+    )
+    con.unregister("conflicts")
+    [(count,)] = con.execute("SELECT count(*) FROM runs").fetchall()
+    [(quarantined,)] = con.execute("SELECT count(*) FROM quarantine").fetchall()
     return StepResult(count, changed, {"quarantined": quarantined})
 
 
@@ -185,22 +277,17 @@ def _conflicts_with_lines(wh: Warehouse, con, conflicts: pa.Table) -> pa.Table:
         ("revision_key", pa.string()), ("raw_line", pa.string())]))
 
 
-def rebuild_manifests(wh: Warehouse) -> StepResult:
-    with wh.transaction() as con:
-        con.register("m_new", build_manifests(con))
-        changed = replace_if_changed(con, "manifests", "SELECT * FROM m_new ORDER BY run_id")
-        con.unregister("m_new")
-        (count,) = con.execute("SELECT count(*) FROM manifests").fetchone()
-        wh.export_parquet(con, ("manifests",))
-    return StepResult(count, changed, {})
+def rebuild_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
+    con.register("m_new", build_manifests(con))
+    changed = replace_if_changed(con, "manifests", "SELECT * FROM m_new ORDER BY run_id")
+    con.unregister("m_new")
+    [(count,)] = con.execute("SELECT count(*) FROM manifests").fetchall()
+    return StepResult(count, changed)
 
 
-def rebuild_ranks(wh: Warehouse) -> StepResult:
-    with wh.transaction() as con:
-        changed = replace_if_changed(con, "ranks", f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id")
-        changed |= replace_if_changed(con, "reproductions",
-                                      f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL")
-        (count,) = con.execute("SELECT count(*) FROM ranks").fetchone()
-        (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchone()
-        wh.export_parquet(con, ("ranks", "reproductions"))
+def rebuild_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
+    changed = replace_if_changed(con, "ranks", f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id")
+    changed |= replace_if_changed(con, "reproductions", f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL")
+    [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
+    [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
     return StepResult(count, changed, {"groups": groups})

@@ -1,17 +1,31 @@
-"""The embedded warehouse: one DuckDB file plus Parquet copies of its contract tables under KERNELINDEX_HOME.
+"""The embedded warehouse: one DuckDB file plus Parquet copies of its tables under KERNELINDEX_HOME.
 
-Writers take an exclusive file lock and change DuckDB inside one transaction, so a failed or killed run
-leaves the previous warehouse as it was. Parquet files are written to a temporary name and renamed.
+A warehouse is published in *generations*. A writer builds the next generation beside the live one
+(a copy of the live DuckDB file, changed, then its Parquet set written) and publishes it with one atomic
+rename of the `current` link; `kernelindex.duckdb` and `tables/` are fixed links through `current`. So:
+
+- a failure or kill at any instant leaves the previous generation, byte for byte, as the live one;
+- readers take no lock and never block the writer: a session keeps reading the generation it opened
+  (its files stay on disk for two more publications), a new session opens the newest;
+- the DuckDB file and its Parquet copies change together, never one without the other.
+
+Writers take turns through an exclusive file lock (`.writer.lock`); nothing else is locked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gzip
 import hashlib
+import json
 import os
+import shutil
+import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -19,11 +33,38 @@ import duckdb
 from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
+# Every table with a Parquet copy under tables/: the contract tables and what analysts join them with.
+PARQUET_TABLES = CONTRACT_TABLES + ("reproductions",)
+
+# New files are written in the storage format of DuckDB 1.4, which every DuckDB since reads: the CLI
+# analysts install from the package registry (duckdb-cli 1.5.x) cannot open DuckDB 2.0's own format.
+STORAGE_VERSION = "v1.4.0"
+# Generations kept besides the live one, so a reader part-way through a Parquet set or a session opened
+# just before a publication still finds its files.
+GENERATIONS_KEPT = 2
+# Compact the next generation (rewrite it table by table) once this share of its blocks is free.
+COMPACT_FREE_SHARE = 0.25
+
+# A read-only session that reaches nothing but the warehouse: no files, no network, no extensions, and
+# no way to switch any of that back on.
+SANDBOX = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,
+}
+
+
+class WarehouseError(Exception):
+    """The warehouse could not be read or published; the message says why, in one line."""
+
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS snapshots (
     revision_key VARCHAR, source VARCHAR, stream VARCHAR, source_file VARCHAR, commit VARCHAR,
-    committed_at TIMESTAMPTZ, sha256 VARCHAR, bytes BIGINT, location VARCHAR);
+    committed_at TIMESTAMPTZ, sha256 VARCHAR, bytes BIGINT, location VARCHAR, state VARCHAR, problem VARCHAR,
+    publication BIGINT);
 CREATE TABLE IF NOT EXISTS observations (
     run_id VARCHAR, dim_key UBIGINT, revision_key VARCHAR, line_number BIGINT, observed_at TIMESTAMP,
     liger_version VARCHAR, median_value BIGINT, p20_value BIGINT, p80_value BIGINT,
@@ -82,8 +123,18 @@ def default_home() -> Path:
     return Path(os.environ.get("KERNELINDEX_HOME") or "data")
 
 
+@dataclass
+class Staging:
+    """The next generation while it is built: its DuckDB connection, and whether anything changed."""
+
+    con: duckdb.DuckDBPyConnection
+    path: Path
+    changed: bool = False
+    details: dict = field(default_factory=dict)
+
+
 class Warehouse:
-    """Paths and connections of one KERNELINDEX_HOME."""
+    """Paths, readers and the one write path of one KERNELINDEX_HOME."""
 
     def __init__(self, home: str | os.PathLike | None = None):
         self.home = Path(home) if home else default_home()
@@ -100,71 +151,155 @@ class Warehouse:
     def raw_dir(self) -> Path:
         return self.home / "raw" / "sha256"
 
+    @property
+    def landing_dir(self) -> Path:
+        """Fetched revisions waiting to be published: one JSON record each (see `land`)."""
+        return self.home / "landing"
+
+    @property
+    def generations_dir(self) -> Path:
+        return self.home / "generations"
+
+    @property
+    def current(self) -> Path:
+        return self.home / "current"
+
     def exists(self) -> bool:
         return self.db_path.exists()
 
+    # -- readers ------------------------------------------------------------------------------------
+
     @contextlib.contextmanager
-    def _lock(self, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
-        self.home.mkdir(parents=True, exist_ok=True)
-        with open(self.home / ".writer.lock", "a") as handle:
-            fcntl.flock(handle, mode)
+    def reader(self, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to the live generation; `sandboxed` also shuts out files, extensions and
+        configuration changes (for SQL someone else wrote)."""
+        if not self.exists():
+            raise FileNotFoundError(f"no warehouse at {self.db_path}: run `kernelindex ingest` first")
+        path = self.db_path.resolve()  # pin one generation for the whole session
+        try:
+            con = duckdb.connect(str(path), read_only=True, config=dict(SANDBOX) if sandboxed else {})
+        except duckdb.Error as exc:
+            raise WarehouseError(f"cannot open {self.db_path}: {_first_line(exc)}") from exc
+        try:
+            yield con
+        finally:
+            con.close()
+
+    # -- the write path -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """One writer at a time (ingests, partition registration); readers never take it."""
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            handle = open(self.home / ".writer.lock", "a")
+        except OSError as exc:
+            raise WarehouseError(f"cannot write to {self.home}: {exc.strerror or exc}") from exc
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def exclusive(self):
-        """The writers' lock alone, for short writes beside the warehouse (the Dagster instance's partitions)."""
-        return self._lock()
-
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """One writer at a time; everything inside commits together or not at all."""
-        with self._lock():
-            con = duckdb.connect(str(self.db_path))
+    def publish(self) -> Iterator[Staging]:
+        """Build the next generation from a copy of the live one, then make it live with one rename.
+
+        The body changes `staging.con` and sets `staging.changed`; nothing is published when it stays
+        False or the body raises. A failure says what failed and why, and leaves the live generation as it was."""
+        with self.writer_lock():
+            self._discard_unpublished()
+            path = self.generations_dir / f".staging-{uuid.uuid4().hex}"
+            try:
+                path.mkdir(parents=True)
+                db = path / "kernelindex.duckdb"
+                if self.exists():
+                    shutil.copyfile(self.db_path.resolve(), db)
+                con = duckdb.connect(str(db), config={"storage_compatibility_version": STORAGE_VERSION})
+            except (OSError, duckdb.Error) as exc:
+                shutil.rmtree(path, ignore_errors=True)
+                raise WarehouseError(f"cannot stage the next warehouse in {self.generations_dir}: {_reason(exc)}") from exc
             try:
                 con.execute(SCHEMA_SQL)
-                if VIEWS_SQL.strip():
-                    con.execute(VIEWS_SQL)
-                con.execute("BEGIN TRANSACTION")
-                self._exports = []
-                try:
-                    yield con
-                    _test_pause_before_commit(self)
-                    con.execute("COMMIT")
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                finally:
-                    exports, self._exports = self._exports, None
-                self._write_parquet(con, exports)  # only what committed reaches the Parquet copies
-            finally:
+                con.execute(MIGRATIONS_SQL)
+                con.execute(VIEWS_SQL)
+                staging = Staging(con, path)
+                yield staging
+                if staging.changed:
+                    con = staging.con = _compact_if_sparse(con, db)
+                    _write_parquet_set(con, path / "tables")
+                con.execute("CHECKPOINT")
                 con.close()
-
-    @contextlib.contextmanager
-    def reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection; waits for a writer in another process to finish its transaction (DuckDB
-        refuses to open a file another process holds open for writing)."""
-        if not self.exists():
-            raise FileNotFoundError(f"no warehouse at {self.db_path}: run `kernelindex ingest` first")
-        with self._lock(fcntl.LOCK_SH):
-            con = duckdb.connect(str(self.db_path), read_only=True)
-            try:
-                yield con
+                if staging.changed:
+                    self._make_live(path)
+            except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    con.close()
+                shutil.rmtree(path, ignore_errors=True)
+                if isinstance(exc, (OSError, duckdb.Error)) and not isinstance(exc, FileNotFoundError):
+                    raise WarehouseError(f"publishing the warehouse failed, previous warehouse kept: "
+                                         f"{_reason(exc)}") from exc
+                raise
             finally:
-                con.close()
+                shutil.rmtree(path, ignore_errors=True)  # published generations have been renamed away
+        self._collect_generations()
 
-    # -- raw snapshot bytes, content-addressed ------------------------------------------------------
+    def _make_live(self, staged: Path) -> None:
+        """Rename the staged generation into place, then swap `current` to it: the one atomic step."""
+        _fsync_tree(staged)
+        name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        final = self.generations_dir / name
+        os.rename(staged, final)
+        link = self.home / f".current-{uuid.uuid4().hex}"
+        os.symlink(Path("generations") / name, link)
+        self._ensure_fixed_links()
+        os.replace(link, self.current)
+        _fsync_dir(self.home)
+
+    def _ensure_fixed_links(self) -> None:
+        """`kernelindex.duckdb` and `tables` point through `current`; a home written before generations
+        existed has them as a plain file and directory, moved aside here once."""
+        for name in ("kernelindex.duckdb", "tables"):
+            path = self.home / name
+            if path.is_symlink():
+                continue
+            if path.exists():
+                legacy = self.generations_dir / f"legacy-{uuid.uuid4().hex[:8]}-{name}"
+                os.rename(path, legacy)
+            wal = self.home / "kernelindex.duckdb.wal"
+            if name == "kernelindex.duckdb" and wal.exists():
+                wal.unlink()
+            os.symlink(Path("current") / name, path)
+
+    def _discard_unpublished(self) -> None:
+        """Staging left by a writer that died (the lock says no writer is running now)."""
+        if self.generations_dir.is_dir():
+            for path in self.generations_dir.glob(".staging-*"):
+                shutil.rmtree(path, ignore_errors=True)
+        for link in self.home.glob(".current-*"):
+            link.unlink(missing_ok=True)
+
+    def _collect_generations(self) -> None:
+        if not self.generations_dir.is_dir() or not self.current.is_symlink():
+            return
+        live = self.current.resolve().name
+        older = sorted((p for p in self.generations_dir.iterdir() if not p.name.startswith(".") and p.name != live),
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+        for path in older[GENERATIONS_KEPT:]:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    # -- fetched bytes and landed revisions ---------------------------------------------------------
 
     def store_raw(self, data: bytes) -> str:
         """Keep a snapshot's bytes under their sha256 before anything parses them; returns the hex digest."""
         sha = hashlib.sha256(data).hexdigest()
         path = self.raw_path(sha)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(gzip.compress(data, compresslevel=6, mtime=0))
-            os.replace(tmp, path)
+            _atomic_write(path, gzip.compress(data, compresslevel=6, mtime=0))
         return sha
 
     def raw_path(self, sha: str) -> Path:
@@ -176,48 +311,93 @@ class Warehouse:
             raise ValueError(f"raw snapshot {sha} does not match its digest")
         return data
 
-    # -- Parquet copies -----------------------------------------------------------------------------
+    def land(self, record: dict) -> None:
+        """Record a fetched revision (its snapshot row, bytes already stored) for the next publication."""
+        _atomic_write(self.landing_dir / f"{record['revision_key']}.json",
+                      json.dumps(record, sort_keys=True, default=str).encode())
 
-    def export_parquet(self, con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = CONTRACT_TABLES) -> None:
-        """Bring each table's Parquet copy up to date; inside a transaction, once it has committed."""
-        if getattr(self, "_exports", None) is not None:
-            self._exports.extend(t for t in tables if t not in self._exports)
-        else:
-            self._write_parquet(con, tables)
-
-    def _write_parquet(self, con: duckdb.DuckDBPyConnection, tables) -> None:
-        """Write each table whose Parquet copy is missing or differs to a temporary file, then rename it over
-        the previous one (so a copy left stale by a kill between commit and rename is repaired next time)."""
-        self.tables_dir.mkdir(parents=True, exist_ok=True)
-        for table in tables:
-            final = self.tables_dir / f"{table}.parquet"
-            if final.exists() and _checksum_of(con, f"read_parquet('{final}')") == _checksum_of(con, table):
-                continue
-            tmp = final.with_name(f".{table}.{os.getpid()}.parquet.tmp")
-            con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{tmp}' (FORMAT parquet)")
-            os.replace(tmp, final)
+    def landed(self) -> list[dict]:
+        if not self.landing_dir.is_dir():
+            return []
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(self.landing_dir.glob("*.json"))]
 
 
-def _test_pause_before_commit(wh: Warehouse) -> None:
-    """Test-only: with KERNELINDEX_TEST_PAUSE_BEFORE_COMMIT=<function>, a transaction opened by that function
-    (e.g. rebuild_runs) writes `.test-paused` under home and sleeps before COMMIT, so a test can kill the
-    process with every write of the step done and none committed."""
-    wanted = os.environ.get("KERNELINDEX_TEST_PAUSE_BEFORE_COMMIT")
-    if not wanted:
-        return
-    import sys
-    import time
-
-    frame, names = sys._getframe(1), set()
-    while frame is not None:
-        names.add(frame.f_code.co_name)
-        frame = frame.f_back
-    if wanted in names:
-        (wh.home / ".test-paused").write_text(wanted)
-        time.sleep(600)
+MIGRATIONS_SQL = """
+ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS state VARCHAR;
+ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS problem VARCHAR;
+ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS publication BIGINT;
+"""
 
 
-def _checksum_of(con: duckdb.DuckDBPyConnection, relation: str) -> str:
+def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckDBPyConnection:
+    """Rewrite the staged file table by table once replaced rows have left much of it free, so the file
+    tracks what it holds rather than how often it was rewritten; returns the connection to use next."""
+    con.execute("CHECKPOINT")
+    [(total, free)] = con.execute("SELECT total_blocks, free_blocks FROM pragma_database_size()").fetchall()
+    if not total or free / total < COMPACT_FREE_SHARE:
+        return con
+    compact = db.with_name("compact.duckdb")
+    con.execute(f"ATTACH '{compact}' AS compact (STORAGE_VERSION '{STORAGE_VERSION}')")
+    [(name,)] = con.execute("SELECT current_database()").fetchall()
+    con.execute(f'COPY FROM DATABASE "{name}" TO compact')
+    con.execute("DETACH compact")
+    con.close()
+    os.replace(compact, db)
+    return duckdb.connect(str(db))
+
+
+def _write_parquet_set(con: duckdb.DuckDBPyConnection, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for table in PARQUET_TABLES:
+        con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{directory / table}.parquet' (FORMAT parquet)")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in [*root.rglob("*"), root]:
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+        elif path.is_dir():
+            _fsync_dir(path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line cause, naming a full disk as such."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or "No space left" in str(exc):
+        return "no space left on device"
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}"
+    return _first_line(exc)
+
+
+def rows_checksum(con: duckdb.DuckDBPyConnection, relation: str) -> str:
+    """Order-independent digest of the rows of a table or any other relation."""
     (value,) = con.execute(
         f"SELECT coalesce(md5(string_agg(md5(t::VARCHAR), '' ORDER BY md5(t::VARCHAR))), '') FROM {relation} t"
     ).fetchone()
@@ -226,7 +406,7 @@ def _checksum_of(con: duckdb.DuckDBPyConnection, relation: str) -> str:
 
 def table_checksum(con: duckdb.DuckDBPyConnection, table: str) -> str:
     """Order-independent digest of a table's rows, to tell whether anything changed."""
-    return f"{table}:{_checksum_of(con, table)}"
+    return f"{table}:{rows_checksum(con, table)}"
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
@@ -240,10 +420,10 @@ def replace_if_changed(con: duckdb.DuckDBPyConnection, table: str, query: str, p
     """Replace a table's rows with a query's, only where they differ; returns whether anything changed."""
     columns = ", ".join(name for name, _ in table_columns(con, table))
     con.execute(f"CREATE OR REPLACE TEMP TABLE _next AS SELECT {columns} FROM ({query})", params or [])
-    (differs,) = con.execute(
+    [(differs,)] = con.execute(
         f"SELECT EXISTS (SELECT * FROM _next EXCEPT ALL SELECT * FROM {table}) "
         f"OR EXISTS (SELECT * FROM {table} EXCEPT ALL SELECT * FROM _next)"
-    ).fetchone()
+    ).fetchall()
     if differs:
         con.execute(f"DELETE FROM {table}")
         con.execute(f"INSERT INTO {table} SELECT * FROM _next")

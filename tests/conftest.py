@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, table_checksum
+from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, rows_checksum, table_checksum
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = REPO / "data" / "upstream" / "liger-kernel"
@@ -101,17 +101,24 @@ def all_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def warehouse_state(home: Path) -> dict[str, str]:
-    """Checksum of every DuckDB table and sha256 of every Parquet file and raw snapshot under home."""
+    """Checksum of every DuckDB table and of every Parquet copy's rows, and sha256 of every raw snapshot."""
     wh = Warehouse(home)
     state = {}
     with wh.reader() as con:
         for table in all_tables(con):
             state[f"table:{table}"] = table_checksum(con, table)
-    for directory in (wh.tables_dir, wh.raw_dir):
-        for path in sorted(directory.rglob("*")):
-            if path.is_file():
-                state[f"file:{path.relative_to(home)}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(wh.tables_dir.glob("*.parquet")):
+            state[f"parquet:{path.stem}"] = rows_checksum(con, f"read_parquet('{path.resolve()}')")
+    for path in sorted(wh.raw_dir.rglob("*")):
+        if path.is_file():
+            state[f"file:{path.relative_to(home)}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return state
+
+
+def published_state(home: Path) -> dict[str, str]:
+    """What a publication changes: every table and every Parquet copy (raw bytes and landed records are
+    content-addressed inputs, kept for the next ingest whatever happens)."""
+    return {k: v for k, v in warehouse_state(home).items() if k.startswith(("table:", "parquet:"))}
 
 
 def contract_tables(home: Path) -> dict[str, str]:

@@ -1,13 +1,14 @@
-"""Killing `kernelindex ingest` mid-write, and two ingests at once.
+"""Killing `kernelindex ingest` at any instant, and two ingests at once.
 
-The kill lands inside a step's transaction, with all of that step's writes done and none committed (the
-test-only KERNELINDEX_TEST_PAUSE_BEFORE_COMMIT hook pauses there). What is committed stays exactly as it
-was, the Parquet copies included, and the next ingest completes to the tables one clean ingest gives.
+An ingest publishes the warehouse's next generation with one rename, so whatever instant a SIGKILL lands
+on, the warehouse (every table and every Parquet file) is wholly the previous one or wholly the next one,
+never a mix; and the next ingest completes to what one clean ingest gives.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import time
@@ -22,12 +23,15 @@ from conftest import (
     ingest,
     kernelindex_cmd,
     main_rows,
+    published_state,
     query,
     warehouse_state,
     write_snapshot_dir,
 )
 
-from kernelindex_pipeline.warehouse import CONTRACT_TABLES
+from kernelindex_pipeline.warehouse import PARQUET_TABLES
+
+KILLS = 24
 
 
 @pytest.fixture(scope="module")
@@ -35,24 +39,10 @@ def next_source(tmp_path_factory):
     return write_snapshot_dir(tmp_path_factory.mktemp("next-source"), main_rows()[:BASE_REVISIONS + 1])
 
 
-def committed(state: dict) -> dict:
-    """Tables and Parquet files (raw snapshot files are content-addressed: an unreferenced extra is harmless)."""
-    return {k: v for k, v in state.items() if not k.startswith("file:raw/")}
-
-
 def parquet_rows_match_tables(home) -> None:
-    for table in CONTRACT_TABLES:
+    for table in PARQUET_TABLES:
         assert query(home, "SELECT * FROM read_parquet(?) ORDER BY ALL", [str(home / "tables" / f"{table}.parquet")]) \
             == query(home, f"SELECT * FROM {table} ORDER BY ALL"), table
-
-
-# The contract tables a kill inside each step leaves at their previous version (that step's and the later ones').
-UNTOUCHED = {
-    "record_snapshots": CONTRACT_TABLES,
-    "normalize_snapshots": CONTRACT_TABLES,
-    "rebuild_runs": CONTRACT_TABLES,
-    "rebuild_ranks": ("ranks",),
-}
 
 
 def start_ingest(home, source, **env) -> subprocess.Popen:
@@ -60,42 +50,32 @@ def start_ingest(home, source, **env) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("step", ["record_snapshots", "normalize_snapshots", "rebuild_runs", "rebuild_ranks"])
-def test_sigkill_inside_a_step_keeps_the_committed_warehouse_and_the_next_ingest_completes(
-        step, tmp_path, base_warehouse, next_warehouse, next_source):
-    home = copy_home(base_warehouse, tmp_path / "home")
-    before = warehouse_state(home)
-    process = start_ingest(home, next_source, KERNELINDEX_TEST_PAUSE_BEFORE_COMMIT=step)
-    marker = home / ".test-paused"
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert process.poll() is None, process.communicate()[1][-3000:]
-        assert time.monotonic() < deadline, "the ingest never reached the step"
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.communicate()
-    marker.unlink()
+def test_sigkill_at_random_instants_leaves_the_previous_or_the_next_warehouse_whole(
+        tmp_path, base_warehouse, next_warehouse, next_source):
+    before = published_state(base_warehouse)
+    started = time.monotonic()
+    ingest(copy_home(base_warehouse, tmp_path / "timed"), next_source)
+    duration = time.monotonic() - started
+    after = published_state(tmp_path / "timed")
+    assert before != after
 
-    after = warehouse_state(home)  # readable, and
-    if step == "record_snapshots":  # nothing committed yet: everything as it was
-        assert committed(after) == committed(before)
-    reference = contract_tables(next_warehouse)
-    for table in CONTRACT_TABLES:
-        if table in UNTOUCHED[step]:  # the killed step's tables and the later ones: the previous version
-            assert after[f"table:{table}"] == before[f"table:{table}"], table
-            assert after[f"file:tables/{table}.parquet"] == before[f"file:tables/{table}.parquet"], table
-        else:  # other steps may have committed it: wholly the previous or wholly the new version
-            assert after[f"table:{table}"] in (before[f"table:{table}"], reference[table]), table
-    parquet_rows_match_tables(home)  # the Parquet copies hold what is committed, nothing else
-    for key, value in before.items():  # no stored snapshot lost
-        if key.startswith("file:raw/"):
-            assert after[key] == value
-
-    result = ingest(home, next_source)
-    assert "ingested" in result.stdout  # not "nothing new": the interrupted run is redone
-    assert contract_tables(home) == contract_tables(next_warehouse)
-    parquet_rows_match_tables(home)
-    assert query(home, "SELECT count(*) FROM observations") == query(next_warehouse, "SELECT count(*) FROM observations")
+    rng = random.Random(20261203)
+    outcomes = []
+    for n in range(KILLS):
+        home = copy_home(base_warehouse, tmp_path / f"home-{n}")
+        instant = rng.uniform(0.0, duration * 1.1)
+        process = start_ingest(home, next_source)
+        time.sleep(instant)
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        state = published_state(home)
+        assert state in (before, after), f"kill {n} at {instant:.2f} s left a mixed warehouse"
+        outcomes.append("after" if state == after else "before")
+        if n % 8 == 7:  # a killed run never stands in the way of the next one
+            ingest(home, next_source)
+            assert published_state(home) == after
+            parquet_rows_match_tables(home)
+    assert "before" in outcomes, outcomes  # the kills covered the run, not only its end
 
 
 def test_two_ingests_at_once_end_as_one(tmp_path, base_warehouse, next_warehouse, next_source):
@@ -110,3 +90,12 @@ def test_two_ingests_at_once_end_as_one(tmp_path, base_warehouse, next_warehouse
     state = warehouse_state(home)
     assert "nothing new" in ingest(home, next_source).stdout
     assert warehouse_state(home) == state
+
+
+def test_old_generations_are_collected(tmp_path, base_warehouse):
+    home = copy_home(base_warehouse, tmp_path / "home")
+    for n in range(BASE_REVISIONS + 1, BASE_REVISIONS + 5):
+        ingest(home, write_snapshot_dir(tmp_path / f"source-{n}", main_rows()[:n]))
+    generations = [p for p in (home / "generations").iterdir()]
+    assert len(generations) == 3, generations  # the live one and the two before it
+    assert os.path.realpath(home / "kernelindex.duckdb").startswith(str((home / "generations").resolve()))

@@ -72,8 +72,7 @@ def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path):
         handle.write(json.dumps(broken) + "\n")
     (evidence / "truncated.jsonl.gz").write_bytes(gzip.compress(b'{"kernel": "geglu"}\n')[:-8])
     wh = Warehouse(tmp_path / "home")
-    loaded = steps.load_controlled_evidence(wh, evidence)
-    steps.rebuild_runs(wh)
+    loaded = steps.publish(wh, evidence).evidence
     with wh.reader() as con:
         reasons = dict(con.execute("SELECT source, reason FROM quarantine").fetchall())
     assert loaded.rows > 0 and loaded.details["refused"] == 2

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from upstream_server import SNAPSHOTS, UpstreamServer, upstream_server  # noqa: F401 (fixture)
 
-from kernelindex_pipeline.github import GitHubSource
-from kernelindex_pipeline.sources import DirectorySource, SourceError, open_source
+from kernelindex_pipeline.sources import DirectorySource, GitHubSource, SourceError, open_source
 
 TOKEN = "ghp_TESTtoken0123456789abcdefNEVERshown"
 MAX_RETRIES = 3

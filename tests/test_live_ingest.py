@@ -17,6 +17,7 @@ from conftest import (
     copy_home,
     ingest,
     main_rows,
+    published_state,
     query,
     run_cli,
     warehouse_state,
@@ -107,8 +108,8 @@ PERSISTENT = {
 def test_persistent_fault_is_a_clear_failure_that_changes_nothing(name, tmp_path, base_warehouse, offered):
     fault, env, reason = PERSISTENT[name]
     home = copy_home(base_warehouse, tmp_path / "home")
-    before = warehouse_state(home)
-    last = main_rows()[BASE_REVISIONS + NEW - 1]["commit"]  # the others are fetched fine, then dropped
+    published_before = published_state(home)
+    last = main_rows()[BASE_REVISIONS + NEW - 1]["commit"]  # the others are fetched fine and kept, unpublished
     with UpstreamServer(offered) as server:
         server.fault(fault.pop("kind"), target="raw", match=last, **{"times": None, **fault})
         result = run_cli(home, "ingest", "--source", server.url, **env)
@@ -116,7 +117,7 @@ def test_persistent_fault_is_a_clear_failure_that_changes_nothing(name, tmp_path
     line = assert_clear_failure(result)
     assert reason in line and last[:12] in line, line
     assert len(fetched) == NEW  # the failure came after the other new revisions were read
-    assert warehouse_state(home) == before
+    assert published_state(home) == published_before
 
 
 def test_a_listing_that_is_never_json_is_a_clear_failure(tmp_path, base_warehouse, offered):

@@ -52,6 +52,8 @@ def test_good_row_gets_contract_identity():
     ({"y_value_50": "fast"}, "not a number"),
     ({"y_value_50": "0.1", "y_value_20": "0.2"}, "quantiles out of order"),
     ({"y_value_50": "9e9", "y_value_20": "9e9", "y_value_80": "9e9"}, "absurd value"),
+    ({"y_value_50": "1e-07", "y_value_20": "1e-07", "y_value_80": "1e-07"}, "below the timer's resolution"),
+    ({"metric_name": "memory", "metric_unit": "MB", "y_value_20": "1e-07"}, "rounds to 0 bytes"),
     ({"metric_unit": "us"}, "unknown metric or unit"),
     ({"kernel_operation_mode": "sideways"}, "unknown operation mode"),
     ({"timestamp": "yesterday"}, "timestamp is not"),
@@ -85,6 +87,11 @@ def test_schema_drift_quarantines_every_line_with_a_whole_file_reason():
     assert result.observations.num_rows == 0
     assert [q["line_number"] for q in result.quarantine.to_pylist()] == [2, 3]
     assert all("schema drift: missing column(s) y_value_50" in q["reason"] for q in result.quarantine.to_pylist())
+    assert result.unparseable[REVISION.key].startswith("schema drift: missing column(s) y_value_50")
+
+
+def test_parseable_file_has_no_unparseable_entry():
+    assert run(GOOD).unparseable == {}
 
 
 def test_shuffled_columns_are_read_by_name():

@@ -9,6 +9,9 @@
 ``deleted`` adds commits that removed a file, as GitHub lists them: in the path's commit listing, 404 for
 the raw file at that commit, ``status: "removed"`` in the commit's file list.
 
+The server listens on 127.0.0.1; ``host="localhost"`` names it that way in its URLs (and pagination links),
+which a client counts as another host than ``127.0.0.1``: two servers give a cross-host redirect.
+
 Faults are queued per test with ``server.fault(kind, target=..., times=...)``; every request is recorded in
 ``server.requests``. Use it through the ``upstream_server`` fixture (import the fixture into the test module)
 or as a context manager: ``with UpstreamServer() as server: ...``.
@@ -51,6 +54,10 @@ FAULT_KINDS = (
     "html",       # 200 with an HTML error page instead of the content
     "garbage",    # 200 with a body that is neither CSV nor JSON (e.g. bytes that are not UTF-8)
     "oversize",   # 200 with a valid CSV of size_bytes; declare_length=False streams it without Content-Length
+    "dribble",    # the response one byte every delay_s (from the status line on, with dribble_headers=True)
+    "endless_pages",  # a listing page whose Link header always has a next page, past the last one
+    "redirect",   # a redirect (code 302 unless a 3xx code is given) to location + the request's path and query
+    "deep_json",  # 200 with JSON nested `depth` levels deep ([[[...]]])
 )
 
 
@@ -66,6 +73,9 @@ class Fault:
     delay_s: float = 1.0
     size_bytes: int = 0
     declare_length: bool = True
+    dribble_headers: bool = False
+    location: str = ""
+    depth: int = 100_000
     hits: int = 0
 
 
@@ -93,8 +103,10 @@ class UpstreamServer:
     """The shipped snapshots over HTTP on 127.0.0.1 (a free port), in a daemon thread."""
 
     def __init__(self, root: Path = SNAPSHOTS, repository: str = REPOSITORY, *, zulu_dates: bool = False,
-                 require_token: str | None = None, max_per_page: int = 100, deleted: list[dict] | None = None):
+                 require_token: str | None = None, max_per_page: int = 100, deleted: list[dict] | None = None,
+                 host: str = "127.0.0.1"):
         self.root = Path(root)
+        self.host = host  # the name in this server's URLs; it always listens on 127.0.0.1
         self.repository = repository
         self.zulu_dates = zulu_dates  # serve dates as GitHub does (UTC, "Z") rather than INDEX.tsv verbatim
         self.require_token = require_token  # when set, requests without "Bearer <token>" get 401
@@ -105,6 +117,7 @@ class UpstreamServer:
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # ends the responses still dribbling
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -112,10 +125,10 @@ class UpstreamServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self.host}:{self._httpd.server_address[1]}"
 
     def start(self) -> UpstreamServer:
+        self._stopping.clear()
         handler = type("Handler", (_Handler,), {"upstream": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
@@ -127,6 +140,7 @@ class UpstreamServer:
 
     def stop(self) -> None:
         if self._httpd is not None:
+            self._stopping.set()
             self._httpd.shutdown()
             self._httpd.server_close()
             self._thread.join(timeout=5)
@@ -247,10 +261,13 @@ class _Handler(BaseHTTPRequestHandler):
         if upstream.require_token and self.headers.get("Authorization") != f"Bearer {upstream.require_token}":
             return self._send(401, json.dumps({"message": "Bad credentials"}).encode(), "application/json")
         if target == "api" and path == repo_prefix + "commits":
-            body, headers, not_modified = self._listing(query)
+            endless = fault is not None and fault.kind == "endless_pages"
+            body, headers, not_modified = self._listing(query, endless=endless)
             content_type = "application/json; charset=utf-8"
             if body is None:
                 return None
+            if endless:
+                return self._send(200, body, content_type, headers)
             if fault is None and not_modified:
                 return self._send(304, b"", None, headers)
         elif target == "api" and path.startswith(repo_prefix + "commits/"):
@@ -271,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._serve_fault(fault, body, content_type, headers)
         return self._send(200, body, content_type, headers)
 
-    def _listing(self, query: dict) -> tuple[bytes | None, dict, bool]:
+    def _listing(self, query: dict, endless: bool = False) -> tuple[bytes | None, dict, bool]:
         upstream = self.upstream
         try:
             per_page = max(1, min(upstream.max_per_page, int(query.get("per_page", 30))))
@@ -286,10 +303,12 @@ class _Handler(BaseHTTPRequestHandler):
 
         def link(to_page: int) -> str:
             params = {"path": query.get("path", ""), "per_page": per_page, "page": to_page}
-            return f"{upstream.link_base or upstream_url(self)}/repos/{upstream.repository}/commits?{urlencode(params)}"
+            return f"{upstream.link_base or upstream.url}/repos/{upstream.repository}/commits?{urlencode(params)}"
 
         links = []
-        if page < last:
+        if endless:
+            links.append(f'<{link(page + 1)}>; rel="next"')
+        elif page < last:
             links += [f'<{link(page + 1)}>; rel="next"', f'<{link(last)}>; rel="last"']
         if page > 1:
             links += [f'<{link(page - 1)}>; rel="prev"', f'<{link(1)}>; rel="first"']
@@ -341,6 +360,8 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "stall":
             self.send_response(200)
             self.send_header("Content-Type", content_type)
+            for name, value in headers.items():
+                self.send_header(name, str(value))
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.flush()
@@ -369,6 +390,27 @@ class _Handler(BaseHTTPRequestHandler):
                 pass  # the client stopped reading at its cap
             self.close_connection = True
             return None
+        if kind == "redirect":
+            code = fault.code if 300 <= fault.code < 400 else 302
+            return self._send(code, b"", None, {**fault.headers, "Location": fault.location + self.path})
+        if kind == "deep_json":
+            payload = b"[" * fault.depth + b"]" * fault.depth
+            return self._send(200, payload, "application/json; charset=utf-8", fault.headers)
+        if kind == "dribble":
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                    + "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n").encode("latin-1")
+            if not fault.dribble_headers:
+                self.wfile.write(head)
+            payload = head + body if fault.dribble_headers else body
+            for at in range(len(payload)):
+                if self.upstream._stopping.wait(fault.delay_s):
+                    break
+                try:
+                    self.wfile.write(payload[at: at + 1])
+                except OSError:
+                    break  # the client hung up
+            self.close_connection = True
+            return None
         raise AssertionError(kind)
 
     def _send_partial(self, body: bytes, content_type: str, headers: dict):
@@ -380,11 +422,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body[: max(1, len(body) // 3)])
         self.wfile.flush()
-
-
-def upstream_url(handler: BaseHTTPRequestHandler) -> str:
-    host, port = handler.server.server_address[:2]
-    return f"http://{host}:{port}"
 
 
 @pytest.fixture

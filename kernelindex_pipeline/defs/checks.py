@@ -5,9 +5,8 @@ import json
 
 import dagster as dg
 
-from kernelindex_pipeline.defs.ranking import comparison_ranks
+from kernelindex_pipeline.defs.publish import COMPARISON_RANKS, RUN_MANIFESTS, RUNS
 from kernelindex_pipeline.defs.resources import WarehouseResource
-from kernelindex_pipeline.defs.runs import run_manifests, runs
 from kernelindex_pipeline.identity import digest
 
 UNIQUE_RUN_IDS = "unique_run_ids"
@@ -24,14 +23,14 @@ def _count(warehouse: WarehouseResource, sql: str) -> int:
         return int(con.execute(sql).fetchone()[0])
 
 
-@dg.asset_check(asset=runs, name=UNIQUE_RUN_IDS, blocking=True)
+@dg.asset_check(asset=RUNS, name=UNIQUE_RUN_IDS, blocking=True)
 def unique_run_ids(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """No run id or external id appears twice in `runs`."""
     dupes = _count(warehouse, "SELECT count(*) - count(DISTINCT run_id) + count(*) - count(DISTINCT external_id) FROM runs")
     return dg.AssetCheckResult(passed=dupes == 0, metadata={"duplicates": dupes})
 
 
-@dg.asset_check(asset=comparison_ranks, name=NO_ORPHAN_RANKS)
+@dg.asset_check(asset=COMPARISON_RANKS, name=NO_ORPHAN_RANKS)
 def no_orphan_ranks(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Every ranked run exists in `runs`, and group sizes match their groups."""
     orphans = _count(warehouse, "SELECT count(*) FROM ranks WHERE run_id NOT IN (SELECT run_id FROM runs)")
@@ -41,7 +40,7 @@ def no_orphan_ranks(warehouse: WarehouseResource) -> dg.AssetCheckResult:
                                metadata={"orphans": orphans, "wrong_group_sizes": bad_sizes})
 
 
-@dg.asset_check(asset=run_manifests, name=EVERY_RUN_HAS_MANIFEST)
+@dg.asset_check(asset=RUN_MANIFESTS, name=EVERY_RUN_HAS_MANIFEST)
 def every_run_has_manifest(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Each run has exactly one manifest and no manifest lacks its run."""
     missing = _count(warehouse, "SELECT count(*) FROM runs WHERE run_id NOT IN (SELECT run_id FROM manifests)")
@@ -64,7 +63,7 @@ def recompute_digests(con) -> list[str]:
     return bad
 
 
-@dg.asset_check(asset=run_manifests, name=DIGESTS_RECOMPUTE)
+@dg.asset_check(asset=RUN_MANIFESTS, name=DIGESTS_RECOMPUTE)
 def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Run, protocol and environment digests recompute from the manifests' canonical JSON."""
     with warehouse.warehouse().reader() as con:
@@ -72,7 +71,7 @@ def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=not bad, metadata={"mismatches": len(bad), "examples": ", ".join(bad[:5])})
 
 
-@dg.asset_check(asset=runs, name=QUARANTINE_RATE)
+@dg.asset_check(asset=RUNS, name=QUARANTINE_RATE)
 def quarantine_rate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Warn when more than 2% of upstream rows were quarantined."""
     with warehouse.warehouse().reader() as con:
@@ -88,7 +87,7 @@ def quarantine_rate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     )
 
 
-@dg.asset_check(asset=runs, name=UNKNOWN_KERNELS)
+@dg.asset_check(asset=RUNS, name=UNKNOWN_KERNELS)
 def unknown_kernels(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Warn on kernels that ingested with a generic workload because `kernels/` does not know them."""
     with warehouse.warehouse().reader() as con:

@@ -18,13 +18,6 @@ def table_metadata(con, table: str, preview_sql: str | None = None, limit: int =
     return metadata
 
 
-def published(wh, table: str, preview_sql: str | None = None, **extra) -> dg.MaterializeResult:
-    """The materialization of a warehouse table: its metadata (read after the write) plus `extra`."""
-    with wh.reader() as con:
-        metadata = table_metadata(con, table, preview_sql)
-    return dg.MaterializeResult(metadata={**metadata, **extra})
-
-
 def markdown_table(con, sql: str, limit: int = 10, params: list | None = None) -> str:
     """The first `limit` rows of a query as a markdown table (what the UI's preview renders)."""
     cursor = con.execute(f"SELECT * FROM ({sql}) LIMIT {int(limit)}", params or [])

@@ -10,9 +10,8 @@ from pydantic import Field
 
 import kernels
 
-from kernelindex_pipeline.defs.ranking import comparison_ranks
+from kernelindex_pipeline.defs.publish import warehouse_tables
 from kernelindex_pipeline.defs.resources import WarehouseResource
-from kernelindex_pipeline.defs.runs import controlled_evidence, run_manifests, runs
 
 RERUN_JOB = "gpu_reruns_job"
 NO_CUDA = "no CUDA device here: GPU reruns need one; nothing was measured or published"
@@ -90,7 +89,7 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
 
 rerun_job = dg.define_asset_job(
     RERUN_JOB,
-    selection=dg.AssetSelection.assets(gpu_reruns, controlled_evidence, runs, run_manifests, comparison_ranks),
+    selection=dg.AssetSelection.assets(gpu_reruns, warehouse_tables),
     description="GPU reruns, then the warehouse assets that publish them. Needs a CUDA device.",
     tags={"kernelindex/accelerator": "nvidia-gpu"},
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from kernelindex_pipeline.sources import Revision, SourceError, open_source
+from kernelindex_pipeline.sources import Revision, SourceError, env_number, open_source
 from kernelindex_pipeline.warehouse import Warehouse
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
@@ -15,15 +15,8 @@ SHIPPED_UPSTREAM = REPO_DATA / "upstream" / "liger-kernel"
 SHIPPED_EVIDENCE = REPO_DATA / "evidence"
 
 
-def _env_number(name: str, default, kind):
-    """A number from the environment, or the default when the variable is unset or empty."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return kind(value)
-    except ValueError:
-        raise SourceError(f"${name} is not a number: {value!r}") from None
+def _or_env(value, name: str, default, kind):
+    return value if value is not None else env_number(name, default, kind)
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -47,12 +40,12 @@ class UpstreamResource(dg.ConfigurableResource):
         description="Directories or URLs (github:owner/name, http(s)://...); default: $KERNELINDEX_SOURCES "
         "(comma-separated), else the shipped snapshots",
     )
-    # HTTP knobs; each default can be changed with an environment variable (e.g. a faster backoff in tests,
-    # a larger size cap for a bigger upstream file).
-    timeout_s: float = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_TIMEOUT_S", 30.0, float))
-    max_retries: int = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_RETRIES", 5, int))
-    backoff_s: float = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_BACKOFF_S", 1.0, float))
-    max_bytes: int = Field(default_factory=lambda: _env_number("KERNELINDEX_HTTP_MAX_BYTES", 64 * 2**20, int))
+    # HTTP knobs; unset means the environment variable named beside it, else the default there (read when
+    # a source is opened, so a bad value is a one-line SourceError where sources fail, not at import).
+    timeout_s: float | None = Field(default=None, description="$KERNELINDEX_HTTP_TIMEOUT_S, else 30")
+    max_retries: int | None = Field(default=None, description="$KERNELINDEX_HTTP_RETRIES, else 5")
+    backoff_s: float | None = Field(default=None, description="$KERNELINDEX_HTTP_BACKOFF_S, else 1")
+    max_bytes: int | None = Field(default=None, description="$KERNELINDEX_HTTP_MAX_BYTES, else 64 MiB")
     token_env: str = "GITHUB_TOKEN"
 
     def resolved_locations(self) -> list[str]:
@@ -62,8 +55,12 @@ class UpstreamResource(dg.ConfigurableResource):
         return [s.strip() for s in configured.split(",") if s.strip()] or [str(SHIPPED_UPSTREAM)]
 
     def _source(self, location: str, cache_dir: Path | None = None):
-        options = {"timeout_s": self.timeout_s, "max_retries": self.max_retries, "backoff_s": self.backoff_s,
-                   "max_bytes": self.max_bytes, "token_env": self.token_env, "cache_dir": cache_dir}
+        options = {
+            "timeout_s": _or_env(self.timeout_s, "KERNELINDEX_HTTP_TIMEOUT_S", 30.0, float),
+            "max_retries": _or_env(self.max_retries, "KERNELINDEX_HTTP_RETRIES", 5, int),
+            "backoff_s": _or_env(self.backoff_s, "KERNELINDEX_HTTP_BACKOFF_S", 1.0, float),
+            "max_bytes": _or_env(self.max_bytes, "KERNELINDEX_HTTP_MAX_BYTES", 64 * 2**20, int),
+            "token_env": self.token_env, "cache_dir": cache_dir}
         return open_source(location, **options)
 
     def list_revisions(self, cache_dir: Path | None = None) -> list[Revision]:

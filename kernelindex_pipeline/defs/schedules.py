@@ -3,9 +3,8 @@
 
 import dagster as dg
 
-from kernelindex_pipeline.defs.ranking import comparison_ranks
+from kernelindex_pipeline.defs.publish import warehouse_tables
 from kernelindex_pipeline.defs.resources import UpstreamResource
-from kernelindex_pipeline.defs.runs import controlled_evidence, run_manifests, run_observations, runs
 from kernelindex_pipeline.defs.upstream import upstream_snapshots
 from kernelindex_pipeline.partitions import upstream_revisions
 from kernelindex_pipeline.sources import SourceError
@@ -16,10 +15,9 @@ RANGE_END = "dagster/asset_partition_range_end"
 
 ingest_job = dg.define_asset_job(
     INGEST_JOB,
-    selection=dg.AssetSelection.assets(
-        upstream_snapshots, run_observations, controlled_evidence, runs, run_manifests, comparison_ranks
-    ),
-    description="Every non-GPU asset: fetch new upstream snapshots, normalize, rebuild runs, manifests and ranks.",
+    selection=dg.AssetSelection.assets(upstream_snapshots, warehouse_tables),
+    description="Every non-GPU asset: land new upstream snapshots, then publish the warehouse's next generation "
+    "(observations, runs, manifests, ranks) in one step.",
 )
 
 
@@ -29,26 +27,34 @@ def range_tags(keys: list[str]) -> dict[str, str]:
             "kernelindex/upstream_revision": keys[-1]}
 
 
-def register_revisions(instance: dg.DagsterInstance, upstream: UpstreamResource) -> tuple[list[str], list[str]]:
-    """(new partition keys, all keys in partition order) after adding what upstream newly lists."""
+def unregistered(instance: dg.DagsterInstance, listed: list[str]) -> list[str]:
+    """The revisions upstream lists that are not partitions yet, in upstream order."""
     known = set(instance.get_dynamic_partitions(upstream_revisions.name))
-    listed = [r.key for r in upstream.list_revisions()]
-    new = [k for k in listed if k not in known]
+    return [k for k in listed if k not in known]
+
+
+def register_revisions(instance: dg.DagsterInstance, listed: list[str]) -> list[str]:
+    """Add what upstream newly lists as partitions (the schedule and the CLI; the sensor asks Dagster to add
+    them through its result); returns every key in partition order."""
+    new = unregistered(instance, listed)
     if new:
         instance.add_dynamic_partitions(upstream_revisions.name, new)
-    return new, list(instance.get_dynamic_partitions(upstream_revisions.name))
+    return list(instance.get_dynamic_partitions(upstream_revisions.name))
+
+
+def _listed_keys(upstream: UpstreamResource) -> list[str]:
+    return [r.key for r in upstream.list_revisions()]
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=3600, default_status=dg.DefaultSensorStatus.STOPPED,
            description="Hourly: adds upstream commits that changed a benchmark CSV as partitions and ingests them.")
 def new_upstream_revisions(context: dg.SensorEvaluationContext, upstream: UpstreamResource) -> dg.SensorResult:
     """Every hour: adds upstream commits that changed a benchmark CSV as partitions and ingests them."""
-    known = set(context.instance.get_dynamic_partitions(upstream_revisions.name))
     try:
-        listed = [r.key for r in upstream.list_revisions()]
+        listed = _listed_keys(upstream)
     except SourceError as exc:
         return dg.SensorResult(skip_reason=f"upstream listing failed: {exc}")
-    new = [k for k in listed if k not in known]
+    new = unregistered(context.instance, listed)
     if not new:
         return dg.SensorResult(skip_reason="no new upstream revision", cursor=listed[-1] if listed else None)
     return dg.SensorResult(
@@ -60,11 +66,12 @@ def new_upstream_revisions(context: dg.SensorEvaluationContext, upstream: Upstre
 
 @dg.schedule(job=ingest_job, cron_schedule="0 3 * * *", execution_timezone="UTC",
              default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="03:00 UTC: registers new upstream revisions and re-runs every non-GPU asset over all of them.")
+             description="03:00 UTC: registers new upstream revisions and ingests whatever is not published yet.")
 def nightly_ingest(context: dg.ScheduleEvaluationContext, upstream: UpstreamResource):
-    """03:00 UTC: registers new upstream revisions and re-runs every non-GPU asset over all of them."""
+    """03:00 UTC: registers new upstream revisions and ingests whatever is not published yet (revisions
+    already landed or published are skipped without a fetch)."""
     try:
-        _, keys = register_revisions(context.instance, upstream)
+        keys = register_revisions(context.instance, _listed_keys(upstream))
     except SourceError as exc:
         return dg.SkipReason(f"upstream listing failed: {exc}")
     if not keys:

@@ -1,0 +1,109 @@
+"""The warehouse tables, published together: one step builds the next generation and makes it live."""
+
+
+import dagster as dg
+
+from kernelindex_pipeline import steps
+from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
+from kernelindex_pipeline.defs.resources import WarehouseResource
+
+RUN_OBSERVATIONS = dg.AssetKey("run_observations")
+CONTROLLED_EVIDENCE = dg.AssetKey("controlled_evidence")
+RUNS = dg.AssetKey("runs")
+RUN_MANIFESTS = dg.AssetKey("run_manifests")
+COMPARISON_RANKS = dg.AssetKey("comparison_ranks")
+
+ORDER_CHANGES_SQL = """
+SELECT kernel, operation_mode AS mode, metric, workload_slug AS workload, gpu, previous_order, current_order
+FROM rank_changes ORDER BY kernel, mode, metric, workload, gpu
+"""
+RANK_LEADERS_SQL = """
+SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_implementation AS leader,
+    margin, confidence FROM rank_confidence ORDER BY group_size DESC, margin DESC
+"""
+
+SPECS = [
+    dg.AssetSpec(
+        RUN_OBSERVATIONS, deps=["upstream_snapshots"], group_name="ingestion", kinds={"duckdb"},
+        description="Every upstream row of each landed revision, normalized: an accepted observation of one run "
+        "(canonical ids, units in ns/bytes, source metrics kept verbatim) or a quarantine row with its reason; "
+        "a file that is not a CSV at all is an unparseable revision."),
+    dg.AssetSpec(
+        CONTROLLED_EVIDENCE, deps=["gpu_reruns"], group_name="evidence", kinds={"duckdb", "json"},
+        description="KernelIndex-controlled reruns from the committed evidence files (data/evidence/*.jsonl.gz), "
+        "each with its full protocol and environment; refused records go to quarantine."),
+    dg.AssetSpec(
+        RUNS, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE], group_name="warehouse", kinds={"duckdb", "parquet"},
+        description="One row per run ever seen (history is never deleted): identity, canonical values, first "
+        "and last upstream revision listing it, `withdrawn_upstream` once a later snapshot drops it; and "
+        "`quarantine`, every refused row."),
+    dg.AssetSpec(
+        RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
+        description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment; "
+        "apiVersion kernelindex.dev/v1alpha1), with the sha256 digest of its BenchmarkRun."),
+    dg.AssetSpec(
+        COMPARISON_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "parquet"},
+        description="Current rank of each ranked run in its comparison group (same kernel, pass, metric, "
+        "workload, environment and protocol family; newest listed run per implementation; 1 = lowest median), "
+        "and `reproductions`, pairing controlled reruns with the source-native runs they re-check."),
+]
+
+
+@dg.multi_asset(specs=SPECS, can_subset=False, pool="warehouse", name="warehouse_tables")
+def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
+    """Publishes every landed revision and the committed evidence as the warehouse's next generation:
+    all of these tables (and their Parquet copies) change together, or, on any failure, none does."""
+    wh = warehouse.warehouse()
+    done = steps.publish(wh, warehouse.evidence_path())
+    if not done.published:
+        context.log.info("nothing new landed and the evidence is unchanged: the live warehouse stays as it is")
+    with wh.reader() as con:
+        yield _observations(con, done)
+        yield dg.MaterializeResult(asset_key=CONTROLLED_EVIDENCE, metadata={
+            **table_metadata(con, "controlled_runs", "SELECT title, status, median_value, unit FROM controlled_runs"),
+            "refused_records": done.evidence.details.get("refused", 0)})
+        yield dg.MaterializeResult(asset_key=RUNS, metadata={
+            **table_metadata(con, "runs", "SELECT title, gpu, workload_slug, median_value, unit FROM runs "
+                                          "ORDER BY observed_at DESC"),
+            "changed": done.runs.changed, "quarantined": done.runs.details.get("quarantined", 0)})
+        yield dg.MaterializeResult(asset_key=RUN_MANIFESTS, metadata={
+            **table_metadata(con, "manifests", "SELECT r.title, r.workload_slug, m.run_id, m.run_digest "
+                                               "FROM manifests m JOIN runs r USING (run_id) ORDER BY r.observed_at DESC"),
+            "changed": done.manifests.changed})
+        yield dg.MaterializeResult(asset_key=COMPARISON_RANKS, metadata=_ranks_metadata(con, done))
+
+
+def _observations(con, done: steps.Publication) -> dg.MaterializeResult:
+    d = done.observations.details
+    metadata = table_metadata(con, "observations")
+    metadata["quarantine_reasons"] = dg.MetadataValue.md(markdown_table(
+        con, "SELECT reason, count(*) AS rows FROM snapshot_quarantine WHERE list_contains(?, revision_key) "
+             "GROUP BY reason ORDER BY rows DESC", params=[d.get("keys", [])]))
+    rows_in = d.get("rows_in", 0)
+    metadata.update({
+        "revisions": d.get("snapshots", 0), "unparseable_revisions": d.get("unparseable", 0), "rows_in": rows_in,
+        "quarantined": d.get("quarantined", 0),
+        "quarantine_rate": round(d.get("quarantined", 0) / rows_in, 6) if rows_in else 0.0,
+    })
+    return dg.MaterializeResult(asset_key=RUN_OBSERVATIONS, metadata=metadata)
+
+
+def _ranks_metadata(con, done: steps.Publication) -> dict:
+    """Rank counts, the groups whose order changed since the previous upstream revision (`rank_changes`),
+    and the #1 of the largest groups with its margin over #2 (`rank_confidence`)."""
+    metadata = table_metadata(con, "ranks")
+    (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchone()
+    (order_changes,) = con.execute("SELECT count(*) FROM rank_changes").fetchone()
+    (previous, latest) = con.execute(
+        "SELECT any_value(previous_revision), any_value(latest_revision) FROM rank_changes").fetchone()
+    heading = (f"**{order_changes} group(s) changed order** between `{previous}` and `{latest}`\n\n"
+               if order_changes else "No group changed order since the previous upstream revision.\n\n")
+    (separated,) = con.execute("SELECT count(*) FILTER (WHERE separated) FROM rank_confidence").fetchone()
+    (reproductions,) = con.execute("SELECT count(*) FROM reproductions").fetchone()
+    metadata.update({
+        "groups": int(groups), "order_changes": int(order_changes), "changed": done.ranks.changed,
+        "preview": dg.MetadataValue.md(heading + markdown_table(con, ORDER_CHANGES_SQL, limit=25)),
+        "leaders": dg.MetadataValue.md(markdown_table(con, RANK_LEADERS_SQL, limit=10)),
+        "leaders_separated": int(separated), "reproductions": int(reproductions),
+    })
+    return metadata

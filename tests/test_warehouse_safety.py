@@ -1,0 +1,293 @@
+"""The warehouse against its two daily users and bad input: readers during an ingest, the DuckDB CLI, the
+sandboxed query, files that cannot be parsed, back-dated and vanished revisions, and one-line failures."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import (
+    BASE_REVISIONS,
+    REPO,
+    assert_clear_failure,
+    copy_home,
+    index_rows,
+    ingest,
+    kernelindex_cmd,
+    main_rows,
+    published_state,
+    query,
+    read_snapshot,
+    run_cli,
+    warehouse_state,
+    write_snapshot_dir,
+)
+
+from kernelindex_pipeline.warehouse import Warehouse
+
+DUCKDB_CLI = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture(scope="module")
+def next_source(tmp_path_factory):
+    return write_snapshot_dir(tmp_path_factory.mktemp("next-source"), main_rows()[:BASE_REVISIONS + 1])
+
+
+def counts(home: Path) -> tuple:
+    return query(home, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM ranks), "
+                       "(SELECT count(*) FROM runs WHERE withdrawn_upstream)")[0]
+
+
+# -- readers and the writer ---------------------------------------------------------------------------
+
+READER = """
+import duckdb, json, sys, time
+path, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+seen, con = [], duckdb.connect(path, read_only=True) if mode == "held" else None
+deadline = time.monotonic() + seconds
+while time.monotonic() < deadline:
+    c = con or duckdb.connect(path, read_only=True)
+    runs, orphans = c.execute("SELECT count(*), count(*) FILTER (WHERE run_id NOT IN (SELECT run_id FROM manifests)) "
+                              "FROM runs").fetchall()[0]
+    seen.append([runs, orphans])
+    if con is None:
+        c.close()
+    time.sleep(0.05)
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("mode", ["held", "polling"])
+def test_readers_never_block_the_ingest_and_never_see_a_mix(mode, tmp_path, base_warehouse, next_warehouse,
+                                                             next_source):
+    home = copy_home(base_warehouse, tmp_path / "home")
+    old_runs, new_runs = counts(home)[0], counts(next_warehouse)[0]
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(home / "kernelindex.duckdb"), mode, "12"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # the reader is in before the ingest starts
+    result = ingest(home, next_source)
+    assert "ingested" in result.stdout
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    seen = json.loads(out)
+    assert all(orphans == 0 for _, orphans in seen), seen  # never runs without their manifests
+    if mode == "held":  # an open session keeps reading the warehouse it opened
+        assert {runs for runs, _ in seen} == {old_runs}
+    else:  # each new session sees one whole warehouse, the new one once it is published
+        assert {runs for runs, _ in seen} == {old_runs, new_runs} and seen[-1][0] == new_runs
+    assert counts(home)[0] == new_runs
+
+
+@pytest.mark.skipif(DUCKDB_CLI is None, reason="the duckdb CLI (pip install duckdb-cli) is not installed")
+def test_the_duckdb_cli_reads_the_warehouse_while_an_ingest_runs(tmp_path, base_warehouse, next_source):
+    home = copy_home(base_warehouse, tmp_path / "home")
+    version = subprocess.run([DUCKDB_CLI, "--version"], capture_output=True, text=True).stdout
+    session = subprocess.Popen([DUCKDB_CLI, "-readonly", str(home / "kernelindex.duckdb")], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    session.stdin.write("SELECT count(*) AS runs FROM runs;\n")
+    session.stdin.flush()
+    time.sleep(0.5)
+    ingest(home, next_source)  # while the CLI session holds the file open
+    out, err = session.communicate("SELECT count(*) AS leaders FROM leaderboard WHERE rank = 1;\n", timeout=60)
+    assert session.returncode == 0 and "Error" not in err, (version, err)
+    assert "runs" in out and "leaders" in out
+    fresh = subprocess.run([DUCKDB_CLI, "-readonly", "-csv", str(home / "kernelindex.duckdb"), "-c",
+                            "SELECT count(*) FROM runs"], capture_output=True, text=True)
+    assert fresh.returncode == 0, fresh.stderr
+    assert int(fresh.stdout.split()[-1]) == counts(home)[0]
+
+
+# -- the sandboxed query ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql", [
+    "COPY (SELECT 1) TO '{home}/tables/runs.parquet'",
+    "COPY runs TO '{tmp}/anywhere.csv'",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "SELECT * FROM glob('/*')",
+    "SELECT * FROM read_parquet('{home}/tables/runs.parquet')",
+    "ATTACH '{tmp}/new.duckdb' AS other (READ_WRITE)",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET enable_external_access = true",
+    "RESET lock_configuration",
+    "DROP VIEW leaderboard",
+    "CREATE TABLE x AS SELECT 1",
+])
+def test_query_reaches_nothing_but_the_warehouse(sql, tmp_path, analyst_home):
+    before = warehouse_state(analyst_home)
+    result = run_cli(analyst_home, "query", sql.format(home=analyst_home, tmp=tmp_path))
+    reason = assert_clear_failure(result)
+    assert reason.startswith("kernelindex: query failed:")
+    assert not any(tmp_path.iterdir())
+    assert warehouse_state(analyst_home) == before
+
+
+# -- no silent loss, no rewritten history -------------------------------------------------------------
+
+def _base_plus(tmp_path, base_warehouse, name: str, data: bytes | None, committed_at: str | None = None,
+               raw_file: bytes | None = None) -> tuple[Path, Path]:
+    """A copy of the base warehouse and a source listing the base revisions plus one more revision whose
+    content is `data` (gzipped) or the exact file bytes `raw_file`."""
+    rows = main_rows()[:BASE_REVISIONS]
+    extra = {**main_rows()[BASE_REVISIONS], "commit": "f" * 40, "file": f"{name}.csv.gz"}
+    if committed_at:
+        extra["committed_at"] = committed_at
+    source = write_snapshot_dir(tmp_path / "source", rows + [extra], {extra["file"]: data or b""})
+    if raw_file is not None:
+        (source / extra["file"]).write_bytes(raw_file)
+    return copy_home(base_warehouse, tmp_path / "home"), source
+
+
+UNPARSEABLE = {
+    "zero-bytes": (None, b""),
+    "gzip-of-empty": (b"", None),
+    "lone-cr": ("\r".join(read_snapshot(main_rows()[0]).decode().split("\n")).encode(), None),
+    "byte-order-mark": (b"\xef\xbb\xbf" + read_snapshot(main_rows()[0]), None),
+    "not-utf8-header": (b"\xff\xfe" + read_snapshot(main_rows()[0]), None),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNPARSEABLE))
+def test_a_file_that_cannot_be_parsed_is_a_quarantined_revision_not_a_withdrawal(kind, tmp_path, base_warehouse):
+    data, raw = UNPARSEABLE[kind]
+    home, source = _base_plus(tmp_path, base_warehouse, kind, data, raw_file=raw)
+    before = counts(home)
+    result = run_cli(home, "ingest", "--source", str(source))
+    if result.returncode:  # a file the source itself refuses (not gzip) fails the ingest, warehouse unchanged
+        assert_clear_failure(result)
+        assert counts(home) == before
+        return
+    assert counts(home) == before  # no run withdrawn, none lost
+    ((state, problem),) = query(home, "SELECT state, problem FROM snapshots WHERE commit = ?", ["f" * 40])
+    assert state == "unparseable" and problem
+    quarantined = query(home, "SELECT count(*), any_value(reason) FROM quarantine WHERE source_revision = ?",
+                        ["f" * 40])[0]
+    assert quarantined[0] >= 1 and quarantined[1] == problem
+
+
+def test_a_value_below_the_timer_resolution_is_quarantined_not_ranked(tmp_path, base_warehouse):
+    lines = read_snapshot(main_rows()[BASE_REVISIONS]).decode().splitlines()
+    header = lines[0].split(",")
+    # the quantile columns come before the only column with commas inside (the config)
+    speed = next(line.split(",") for line in lines[1:] if line.split(",")[header.index("metric_name")] == "speed")
+    for name in ("y_value_50", "y_value_20", "y_value_80"):
+        speed[header.index(name)] = "1e-07"
+    home, source = _base_plus(tmp_path, base_warehouse, "tiny", f"{lines[0]}\n{','.join(speed)}\n".encode())
+    ingest(home, source)
+    reasons = [r for (r,) in query(home, "SELECT reason FROM quarantine WHERE source_revision = ?", ["f" * 40])]
+    assert len(reasons) == 1 and "below the timer's resolution" in reasons[0], reasons
+    assert query(home, "SELECT count(*) FROM runs WHERE median_value < 1000 AND metric = 'latency'") == [(0,)]
+
+
+def test_a_back_dated_revision_never_changes_a_published_value(tmp_path, base_warehouse):
+    text = read_snapshot(main_rows()[BASE_REVISIONS - 1]).decode().splitlines()
+    header = text[0].split(",")
+    changed = [text[0]]
+    for line in text[1:]:  # the quantile columns come before the only column with commas inside (the config)
+        cells = line.split(",")
+        if cells[header.index("metric_name")] == "speed":
+            for name in ("y_value_20", "y_value_50", "y_value_80"):
+                cells[header.index(name)] = repr(float(cells[header.index(name)]) * 0.5)
+        changed.append(",".join(cells))
+    home, source = _base_plus(tmp_path, base_warehouse, "back-dated", ("\n".join(changed) + "\n").encode(),
+                              committed_at="2020-01-01T00:00:00+00:00")
+    published_before = query(home, "SELECT r.run_id, r.median_value, m.run_digest FROM runs r JOIN manifests m "
+                                   "USING (run_id) ORDER BY 1")
+    ingest(home, source)
+    published_after = dict((rid, (median, run_digest)) for rid, median, run_digest in query(
+        home, "SELECT r.run_id, r.median_value, m.run_digest FROM runs r JOIN manifests m USING (run_id)"))
+    for rid, median, run_digest in published_before:
+        assert published_after[rid] == (median, run_digest), rid
+    conflicts = query(home, "SELECT count(*) FROM quarantine WHERE source_revision = ? AND reason LIKE 'conflicts%'",
+                      ["f" * 40])
+    assert conflicts[0][0] > 0  # the late listing is the conflict, not the published one
+
+
+def test_a_revision_upstream_stops_listing_is_recorded_not_a_blocker(tmp_path, base_warehouse):
+    home, source = _base_plus(tmp_path, base_warehouse, "vanishing", None, raw_file=b"not a gzip file")
+    assert_clear_failure(run_cli(home, "ingest", "--source", str(source)))  # registered, then failed
+    before = counts(home)
+    write_snapshot_dir(tmp_path / "later", main_rows()[:BASE_REVISIONS + 1])  # lists the real next revision
+    ingest(home, tmp_path / "later")
+    (reason,) = query(home, "SELECT reason FROM quarantine WHERE starts_with(?, source_revision)", ["f" * 40])[0]
+    assert "no longer lists" in reason  # the vanished revision, recorded
+    assert counts(home) != before  # the real next revision landed
+    assert "nothing new" in ingest(home, tmp_path / "later").stdout
+
+
+# -- one-line reasons ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def read_only_home(tmp_path, analyst_home):
+    """A copy of the analyst warehouse on a read-only mount (root), or with its write bits cleared (others)."""
+    home = copy_home(analyst_home, tmp_path / "home")
+    if IS_ROOT:  # root ignores file modes: make the file system itself read-only
+        bound = subprocess.run(["mount", "--bind", str(home), str(home)], capture_output=True, text=True)
+        if bound.returncode:
+            pytest.skip(f"cannot bind-mount here: {bound.stderr.strip()}")
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(home)], check=True)
+        yield home
+        subprocess.run(["umount", "-l", str(home)], check=False)
+    else:
+        paths = [p for p in [home, *home.rglob("*")] if not p.is_symlink()]
+        for path in paths:
+            path.chmod(path.stat().st_mode & ~0o222)
+        yield home
+        for path in paths:
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_a_read_only_home_still_answers_queries_shows_and_exports(tmp_path, read_only_home):
+    home = read_only_home
+    assert run_cli(home, "query", "SELECT count(*) FROM runs").returncode == 0
+    assert run_cli(home, "show", "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-"
+                                 "seq2048-bf16/2025-08-07-21-42-04").returncode == 0
+    assert run_cli(home, "export", "--format", "json", str(tmp_path / "export")).returncode == 0
+    newer = {**main_rows()[-1], "commit": "f" * 40, "committed_at": "2030-01-01T00:00:00+00:00"}
+    source = write_snapshot_dir(tmp_path / "source", [*index_rows(), newer])
+    reason = assert_clear_failure(run_cli(home, "ingest", "--source", str(source)))
+    assert "read-only" in reason.lower() or "cannot write" in reason.lower()
+
+
+def test_export_into_a_path_under_a_file_is_one_line(tmp_path, analyst_home):
+    (tmp_path / "a-file").write_text("x")
+    reason = assert_clear_failure(run_cli(analyst_home, "export", "--format", "json", str(tmp_path / "a-file" / "out")))
+    assert "a-file" in reason
+
+
+def test_a_bad_http_setting_is_one_line(tmp_path, analyst_home):
+    reason = assert_clear_failure(run_cli(tmp_path / "home", "ingest", KERNELINDEX_HTTP_TIMEOUT_S="abc"))
+    assert "KERNELINDEX_HTTP_TIMEOUT_S" in reason
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a size-limited tmpfs needs root")
+def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp_path, base_warehouse, next_source):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    size = sum(p.stat().st_size for p in base_warehouse.rglob("*") if p.is_file() and not p.is_symlink())
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size + 6 * 2**20}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        home = copy_home(base_warehouse, mount / "home")
+        before = published_state(home)
+        reason = assert_clear_failure(run_cli(home, "ingest", "--source", str(next_source)))
+        assert "no space left on device" in reason.lower()
+        assert published_state(home) == before
+        assert not list((home / "generations").glob(".staging-*"))  # nothing half-built left behind
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_readers_need_no_lock_file(analyst_home):
+    with Warehouse(analyst_home).reader() as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
