@@ -9,7 +9,8 @@ from kernelindex_pipeline.identity import API_VERSION, slugify
 SOURCE = "liger-kernel-bench"
 SOURCE_TITLE = "Liger-Kernel benchmarks"
 SOURCE_FAMILY = "liger_kernel_bench"
-RERUN_FAMILY = "kernelindex_rerun"
+RERUN_FAMILY = "kernelindex_rerun"  # KernelIndex's device-time protocol
+SOURCE_REPLICA_FAMILY = "source_replica"  # the source's own harness (do_bench, host overhead included), replayed
 SOURCE_NATIVE = "source-native"
 CONTROLLED = "kernelindex-controlled"
 

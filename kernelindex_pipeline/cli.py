@@ -103,15 +103,23 @@ def ingest(sources: list[str]) -> dict:
     return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id}
 
 
-def show(run: str) -> str:
+def show(run: str) -> tuple[str, list[str]]:
+    """The run's canonical manifest (JSON, for stdout) and one line per claim check it takes part in."""
+    from kernelindex_pipeline.claims import claims_of_run
+
     with Warehouse().reader() as con:
         row = con.execute(
-            "SELECT m.manifest FROM manifests m JOIN runs r USING (run_id) WHERE r.run_id = ? OR r.external_id = ?",
-            [run, run]).fetchone()
-    if row is None:
-        raise CliError(f"no run with id or external id {run!r}")
-    manifest = json.loads(row[0])
-    return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False)
+            "SELECT m.manifest, r.run_id FROM manifests m JOIN runs r USING (run_id) "
+            "WHERE r.run_id = ? OR r.external_id = ?", [run, run]).fetchall()
+        if not row:
+            raise CliError(f"no run with id or external id {run!r}")
+        (text, run_id), = row
+        checks = claims_of_run(con, run_id)
+    manifest = json.loads(text)
+    lines = [f"claim {c['source_order']} ({c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
+             f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
+             for c in checks]
+    return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False), lines
 
 
 def query(sql: str) -> tuple[list[str], list[tuple]]:
@@ -219,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"nothing new: all {summary['revisions']} upstream revisions already ingested ({seconds:.1f} s)")
         elif args.command == "show":
-            print(show(args.run))
+            text, checks = show(args.run)
+            print(text)
+            for line in checks:  # for the reader at the terminal; stdout stays the manifest alone
+                print(line, file=sys.stderr)
         elif args.command == "query":
             names, rows = query(args.sql)
             print(format_rows(names, rows, args.format))

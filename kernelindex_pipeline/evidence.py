@@ -25,22 +25,32 @@ def read_records(path: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+def stack_environment(environment: dict) -> dict:
+    """The environment a controlled run is identified by: the stack (GPU model and form factor, driver,
+    CUDA, torch, triton, liger-kernel, transformers), not the ceilings each batch measures, which stay with
+    the run; so one workload measured in several batches is one comparison group."""
+    spec = {k: v for k, v in environment["spec"].items() if k != "ceilings"}
+    return {**environment, "spec": spec}
+
+
 def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, dict]:
     """(controlled_runs row, protocol, environment, workload) of one rerun record."""
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise EvidenceError(f"evidence record lacks {', '.join(missing)}")
     kernel, provider, mode, metric = (record[k] for k in ("kernel", "provider", "mode", "metric"))
-    protocol, environment = record["protocol"], record["environment"]
+    protocol, environment = record["protocol"], stack_environment(record["environment"])
     hardware = environment["spec"]["hardware"]
     workload = workload_definition(kernel, record["params"], record.get("dtype"), record.get("implied"))
     gpu_slug = slugify(" ".join(filter(None, [hardware["product"], hardware.get("formFactor")])))
     observed = datetime.fromisoformat(record["observed_at"].replace("Z", "+00:00")).astimezone(timezone.utc)
     external_id = "/".join([kernel, mode, provider, gpu_slug, workload["workload_slug"], observed.strftime("%Y-%m-%d-%H-%M-%S")])
+    family = protocol["spec"]["comparability"]["family"]
     if metric == "peak_memory":
         external_id += "/peak_memory"
+    if family == catalog.SOURCE_REPLICA_FAMILY:  # the same pass, timed by the source's own harness
+        external_id += "/source-replica"
     impl = catalog.implementation(provider)
-    family = protocol["spec"]["comparability"]["family"]
     environment_digest, protocol_digest = digest(environment), digest(protocol)
     comparison = {"environment": environment_digest, "family": family, "kernel": kernel, "metric": metric,
                   "mode": mode, "workload": workload["workload_digest"]}

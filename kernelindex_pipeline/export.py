@@ -43,6 +43,12 @@ ORDER BY r.run_id
 """
 
 
+def claim_checks_by_run(con) -> list[dict]:
+    cursor = con.execute("SELECT * FROM claim_checks ORDER BY protocol, a_provider, b_provider")
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
 def group_slug(comparison_key: str) -> str:
     return comparison_key.removeprefix("sha256:")[:16]
 
@@ -111,7 +117,27 @@ def workload_display(definition: dict | None, fallback: str) -> str:
     return " · ".join(parts + ([spec["dtype"]] if spec.get("dtype") else []))
 
 
-def record_page(run: dict, leader: dict | None, groups_with_pages: set[str]) -> str:
+def claim_checks_section(checks: list[dict]) -> str:
+    """What KernelIndex's reruns found about the source claims this run takes part in."""
+    if not checks:
+        return ""
+    rows = []
+    for c in checks:
+        rerun = (f"{c['rerun_ratio']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]" if c["rerun_ratio"] is not None
+                 and c["ci_low"] is not None else "—")
+        rows.append(f"<tr><td>{_e(c['source_order'])} ({_e(c['source_gpu'])}, ratio {c['source_ratio']:.3f})</td>"
+                    f"<td>{_e(c['protocol'])}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
+                    f"<td><strong>{_e(c['verdict'])}</strong>{' · host-bound' if c['host_bound'] else ''}"
+                    f"<br><span class=\"muted\">{_e(c['reason'])}</span></td></tr>")
+    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2><p>Each ordered pair of implementations "
+            "in this run's comparison group is a source claim, re-checked on KernelIndex's GPU under two "
+            "protocols (device time; the source's own harness replayed). Ratios are b / a medians; verdicts "
+            "compare orders and ratios, never absolute times across GPUs.</p><table><thead><tr><th>source claim"
+            "</th><th>protocol</th><th>rerun GPU</th><th>rerun ratio [95% CI]</th><th>verdict</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></section>")
+
+
+def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = ()) -> str:
     manifest = json.loads(run["manifest"])
     spec = manifest["run"]["spec"]
     protocol = manifest["protocol"]["spec"]
@@ -202,6 +228,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str]) -> 
     env += [(k, _e(v)) for k, v in sorted(software.items())]
     sections.append("<section id=\"environment\"><h2>Environment</h2>" + _dl(env) + "</section>")
     sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
+    sections.append(claim_checks_section(list(checks)))
     sections.append("<section id=\"replications\"><h2>Replications and notes</h2><p>No attestations yet.</p>"
                     "<p class=\"muted\">Community attestations. They never change the evidence level; only a "
                     "KernelIndex-controlled rerun does.</p></section>")
@@ -354,6 +381,10 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         cursor = con.execute(EXPORT_SQL)
         names = [d[0] for d in cursor.description]
         runs = [dict(zip(names, row)) for row in cursor.fetchall()]
+        checks_by_run: dict[str, list[dict]] = defaultdict(list)
+        for check in claim_checks_by_run(con):
+            checks_by_run[check["a_run_id"]].append(check)
+            checks_by_run[check["b_run_id"]].append(check)
     liger = {r["run_id"] for r in runs if r["project"] == "Liger-Kernel"}
     index = []
     step = max(1, len(runs) // 50)
@@ -395,7 +426,8 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         if ranked:
             summaries.append((group_slug(key), ranked[0], len(ranked)))
         for run in members:
-            _write(directory / "runs" / f"{run['run_id']}.html", record_page(run, leaders[key], slugs))
+            _write(directory / "runs" / f"{run['run_id']}.html",
+                   record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], [])))
             done += 1
             if done % step == 0:
                 progress(done, total, "pages")

@@ -61,8 +61,11 @@ ORDER BY r.run_id
 
 
 def controlled_spec(record: dict) -> dict:
-    """What a controlled run adds to its BenchmarkRun: how it was checked, and how close to the ceilings."""
+    """What a controlled run adds to its BenchmarkRun: how it was checked, the ceilings its batch measured,
+    and how close to them it came."""
     extra = {"correctness": record.get("correctness", {}), "evidenceLevel": catalog.CONTROLLED}
+    if record["environment"]["spec"].get("ceilings"):
+        extra["ceilings"] = record["environment"]["spec"]["ceilings"]
     if record.get("achieved"):
         extra["achieved"] = record["achieved"]
     if record.get("implementation_label"):

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from kernelindex_pipeline import catalog, evidence
+from kernelindex_pipeline import catalog, claims, evidence
 from kernelindex_pipeline.history import CONFLICTS_SQL, RUNS_SQL
 from kernelindex_pipeline.identity import digest
 from kernelindex_pipeline.manifests import build_manifests
@@ -288,6 +288,9 @@ def rebuild_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
 def rebuild_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
     changed = replace_if_changed(con, "ranks", f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id")
     changed |= replace_if_changed(con, "reproductions", f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL")
+    con.register("cc_new", claims.claim_checks(con))
+    changed |= replace_if_changed(con, "claim_checks", "SELECT * FROM cc_new ORDER BY ALL")
+    con.unregister("cc_new")
     [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
     [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
     return StepResult(count, changed, {"groups": groups})

@@ -103,6 +103,7 @@ class RatioInterval:
     method: str
     spread_a: float = 0.0
     spread_b: float = 0.0
+    deterministic: bool = False  # an exact count (peak memory bytes): one measurement is the value
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def verdict(source_ratio: float, interval: RatioInterval | None,
         raise ValueError(f"source ratio must be finite and positive, got {source_ratio}")
     if interval is None:
         return Verdict(NOT_RECHECKED, "no rerun samples")
-    if min(interval.n_a, interval.n_b) < thresholds.min_samples:
+    if not interval.deterministic and min(interval.n_a, interval.n_b) < thresholds.min_samples:
         return Verdict(NOT_RECHECKED, f"too few repetitions: {interval.n_a} of a, {interval.n_b} of b; "
                                       f"at least {thresholds.min_samples} each are needed")
     if interval.low is None or interval.high is None:
@@ -168,14 +169,14 @@ def verdict(source_ratio: float, interval: RatioInterval | None,
 
 
 def host_bound(device_verdict: str, replica_verdict: str) -> bool:
-    """True when both protocols re-checked the claim and exactly one of them found it held: the order then
-    comes from what differs between them, the host overhead that `source-replica` includes."""
+    """True when both protocols re-checked the claim and their verdicts differ: the order then comes from
+    what differs between them, the host overhead that `source-replica` includes."""
     for name in (device_verdict, replica_verdict):
         if name not in VERDICTS:
             raise ValueError(f"unknown verdict {name!r}; expected one of {VERDICTS}")
     if NOT_RECHECKED in (device_verdict, replica_verdict):
         return False
-    return (device_verdict == HELD) != (replica_verdict == HELD)
+    return device_verdict != replica_verdict
 
 
 def check_claims(rows: Sequence[dict], thresholds: Thresholds = DEFAULT_THRESHOLDS, seed: int = 0) -> list[dict]:

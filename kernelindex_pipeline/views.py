@@ -93,6 +93,22 @@ SELECT kernel, operation_mode, metric, workload_slug, gpu, group_size,
     first_run_id, second_run_id, comparison_key
 FROM top2;
 
+CREATE OR REPLACE VIEW verdicts_by_kernel AS
+SELECT kernel, protocol, count(DISTINCT comparison_key) AS groups,
+    count(DISTINCT comparison_key) FILTER (WHERE verdict <> 'not re-checked') AS groups_rechecked,
+    count(*) AS claims, count(*) FILTER (WHERE verdict = 'held') AS held,
+    count(*) FILTER (WHERE verdict = 'reversed') AS reversed,
+    count(*) FILTER (WHERE verdict = 'indistinguishable') AS indistinguishable,
+    count(*) FILTER (WHERE verdict = 'not re-checked') AS not_rechecked,
+    count(*) FILTER (WHERE host_bound) AS host_bound
+FROM claim_checks GROUP BY ALL;
+
+CREATE OR REPLACE VIEW claims_not_held AS
+SELECT kernel, operation_mode, metric, workload_slug, source_gpu, source_order, round(source_ratio, 4) AS source_ratio,
+    protocol, rerun_gpu, round(rerun_ratio, 4) AS rerun_ratio, round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high,
+    verdict, reason, host_bound, a_run_id, b_run_id, evidence_file, comparison_key
+FROM claim_checks WHERE verdict IN ('reversed', 'indistinguishable');
+
 CREATE OR REPLACE VIEW rank_changes AS
 WITH revisions AS (
     SELECT revision_key, stream, committed_at,

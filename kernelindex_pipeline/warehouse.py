@@ -34,7 +34,7 @@ from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
 # Every table with a Parquet copy under tables/: the contract tables and what analysts join them with.
-PARQUET_TABLES = CONTRACT_TABLES + ("reproductions",)
+PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
 
 # New files are written in the storage format of DuckDB 1.4, which every DuckDB since reads: the CLI
 # analysts install from the package registry (duckdb-cli 1.5.x) cannot open DuckDB 2.0's own format.
@@ -112,6 +112,13 @@ CREATE TABLE IF NOT EXISTS evidence_quarantine (
     revision_key VARCHAR, source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR,
     raw_line VARCHAR);
 CREATE TABLE IF NOT EXISTS ingest_state (key VARCHAR, value VARCHAR);
+CREATE TABLE IF NOT EXISTS claim_checks (
+    comparison_key VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR, workload_slug VARCHAR,
+    source_gpu VARCHAR, a_implementation VARCHAR, a_provider VARCHAR, a_run_id VARCHAR, b_implementation VARCHAR,
+    b_provider VARCHAR, b_run_id VARCHAR, source_a_median BIGINT, source_b_median BIGINT, source_ratio DOUBLE,
+    source_order VARCHAR, protocol VARCHAR, rerun_gpu VARCHAR, evidence_file VARCHAR, rerun_a_run_id VARCHAR,
+    rerun_b_run_id VARCHAR, rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_a BIGINT, n_b BIGINT,
+    verdict VARCHAR, reason VARCHAR, host_bound BOOLEAN);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,
     provider VARCHAR, workload_slug VARCHAR, source_gpu VARCHAR, controlled_median BIGINT, source_median BIGINT,

@@ -1,0 +1,164 @@
+"""Claim checks: every source claim, re-checked by KernelIndex's reruns under both protocols, with a verdict.
+
+A *source claim* is an ordered pair (a, b) of implementations in a current source comparison group
+(`ranks` of source-native runs): a ranks ahead of b, so the source says a's median is lower (a parity
+claim when they tie). For each claim and each rerun protocol, the rerun evidence of the same kernel,
+pass, metric and workload is looked up on KernelIndex's GPU: the newest rerun batch (one evidence file)
+that measured both a and b side by side. Verdicts compare orders and ratios, never absolute times across
+GPUs; their statistics are in `verdicts.py`. A claim with no usable rerun says why (`not re-checked`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pyarrow as pa
+
+from kernelindex_pipeline import catalog, verdicts
+
+# Rerun protocols, as claim_checks names them, and the protocol family of their evidence.
+PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
+
+# One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not.
+CANDIDATES_SQL = """
+WITH source AS (
+    SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id) WHERE r.evidence_level = 'source-native'
+), claims AS (
+    SELECT a.comparison_key, a.kernel, a.operation_mode, a.metric, a.workload_slug, a.workload_digest,
+        a.gpu || coalesce(' ' || a.form_factor, '') AS source_gpu,
+        a.provider AS a_provider, a.implementation AS a_implementation, a.run_id AS a_run_id,
+        b.provider AS b_provider, b.implementation AS b_implementation, b.run_id AS b_run_id,
+        a.median_value AS source_a_median, b.median_value AS source_b_median
+    FROM source a JOIN source b
+      ON a.comparison_key = b.comparison_key AND a.run_id <> b.run_id
+     AND (a.rank < b.rank OR (a.rank = b.rank AND a.provider < b.provider))
+), protocols AS (
+    SELECT * FROM (VALUES {protocols}) p(protocol, family)
+), controlled AS (
+    SELECT c.*, p.protocol, json_extract_string(c.record, '$.protocol.spec.comparability.family') AS family,
+        TRY_CAST(json_extract(c.record, '$.samples') AS DOUBLE[]) AS samples,
+        json_extract_string(c.record, '$.reason') AS status_reason
+    FROM controlled_runs c JOIN protocols p
+      ON p.family = json_extract_string(c.record, '$.protocol.spec.comparability.family')
+), batches AS (
+    SELECT cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.evidence_file,
+        a.run_id AS rerun_a_run_id, b.run_id AS rerun_b_run_id, a.status AS a_status, b.status AS b_status,
+        a.status_reason AS a_reason, b.status_reason AS b_reason, a.samples AS a_samples, b.samples AS b_samples,
+        a.median_value AS rerun_a_median, b.median_value AS rerun_b_median,
+        a.gpu || coalesce(' ' || a.form_factor, '') AS rerun_gpu, a.observed_at
+    FROM claims cl CROSS JOIN protocols p
+    JOIN controlled a ON a.protocol = p.protocol AND a.kernel = cl.kernel AND a.operation_mode = cl.operation_mode
+        AND a.metric = cl.metric AND a.workload_digest = cl.workload_digest AND a.provider = cl.a_provider
+    JOIN controlled b ON b.protocol = p.protocol AND b.evidence_file = a.evidence_file AND b.kernel = a.kernel
+        AND b.operation_mode = a.operation_mode AND b.metric = a.metric AND b.workload_digest = a.workload_digest
+        AND b.provider = cl.b_provider
+    QUALIFY row_number() OVER (PARTITION BY cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol
+                               ORDER BY a.observed_at DESC, a.evidence_file DESC) = 1
+), measured AS (
+    SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol FROM controlled
+), covered AS (
+    SELECT DISTINCT kernel FROM controlled_runs
+)
+SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protocol),
+    cl.kernel IN (SELECT kernel FROM covered) AS kernel_covered,
+    EXISTS (SELECT 1 FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
+            AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
+        AS workload_measured,
+    (SELECT list(m.provider) FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
+            AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
+        AS measured_providers
+FROM claims cl CROSS JOIN protocols p
+LEFT JOIN batches b ON b.comparison_key = cl.comparison_key AND b.a_run_id = cl.a_run_id
+    AND b.b_run_id = cl.b_run_id AND b.protocol = p.protocol
+"""
+
+CLAIM_CHECKS_SCHEMA = pa.schema([
+    ("comparison_key", pa.string()), ("kernel", pa.string()), ("operation_mode", pa.string()),
+    ("metric", pa.string()), ("workload_slug", pa.string()), ("source_gpu", pa.string()),
+    ("a_implementation", pa.string()), ("a_provider", pa.string()), ("a_run_id", pa.string()),
+    ("b_implementation", pa.string()), ("b_provider", pa.string()), ("b_run_id", pa.string()),
+    ("source_a_median", pa.int64()), ("source_b_median", pa.int64()), ("source_ratio", pa.float64()),
+    ("source_order", pa.string()), ("protocol", pa.string()), ("rerun_gpu", pa.string()),
+    ("evidence_file", pa.string()), ("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string()),
+    ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+    ("n_a", pa.int64()), ("n_b", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
+    ("host_bound", pa.bool_()),
+])
+
+
+def _why_not(row: dict) -> str | None:
+    """Why a claim has no rerun pair to check, or None when it has one."""
+    if not row["kernel_covered"]:
+        return f"no KernelIndex rerun of {row['kernel']} yet"
+    if not row["workload_measured"]:
+        return "this workload has not been re-measured under this protocol yet"
+    if row["evidence_file"] is None:
+        measured = set(row["measured_providers"] or [])
+        missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
+        return (f"{' and '.join(missing)} not re-measured for this workload" if missing
+                else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch")
+    for side in ("a", "b"):
+        if row[f"{side}_status"] != "passed":
+            reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
+            return f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}"
+    return None
+
+
+def _deterministic_interval(row: dict) -> verdicts.RatioInterval:
+    """Peak memory is an exact count of allocated bytes: one measurement, an interval of zero width."""
+    ratio = row["rerun_b_median"] / row["rerun_a_median"]
+    return verdicts.RatioInterval(ratio, ratio, ratio, 1, 1, "deterministic (peak memory, bytes)",
+                                  deterministic=True)
+
+
+def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """The `claim_checks` table: one row per source claim and rerun protocol."""
+    protocols = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
+    cursor = con.execute(CANDIDATES_SQL.format(protocols=protocols))
+    names = [d[0] for d in cursor.description]
+    rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+    latency, out = [], []
+    for row in rows:
+        row["source_ratio"] = row["source_b_median"] / row["source_a_median"] if row["source_a_median"] else None
+        row["source_order"] = ("parity" if row["source_a_median"] == row["source_b_median"]
+                               else f"{row['a_provider']} < {row['b_provider']}")
+        why = _why_not(row)
+        if why is None and row["metric"] == "peak_memory" and row["rerun_a_median"]:
+            interval = _deterministic_interval(row)
+            decided = verdicts.verdict(row["source_ratio"], interval)
+            row.update(rerun_ratio=interval.ratio, ci_low=interval.low, ci_high=interval.high, n_a=1, n_b=1,
+                       verdict=decided.verdict, reason=decided.reason)
+        elif why is None and not (row["a_samples"] and row["b_samples"]):
+            why = "the rerun evidence keeps no per-repetition samples"
+        if why is not None:
+            row.update(rerun_ratio=None, ci_low=None, ci_high=None, n_a=None, n_b=None,
+                       verdict=verdicts.NOT_RECHECKED, reason=why)
+        elif "verdict" not in row:
+            latency.append(row)
+        out.append(row)
+    for row, checked in zip(latency, verdicts.check_claims(
+            [{"source_ratio": r["source_ratio"], "a_samples": r["a_samples"], "b_samples": r["b_samples"]}
+             for r in latency])):
+        row.update(rerun_ratio=checked["rerun_ratio"], ci_low=checked["ci_low"], ci_high=checked["ci_high"],
+                   n_a=len(row["a_samples"]), n_b=len(row["b_samples"]), verdict=checked["verdict"],
+                   reason=checked["reason"])
+    by_claim: dict[tuple, dict[str, str]] = {}
+    for row in out:
+        by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
+    device, replica = PROTOCOLS
+    for row in out:
+        both = by_claim[(row["comparison_key"], row["a_run_id"], row["b_run_id"])]
+        row["host_bound"] = verdicts.host_bound(both.get(device, verdicts.NOT_RECHECKED),
+                                                both.get(replica, verdicts.NOT_RECHECKED))
+    return pa.Table.from_pylist([{f.name: row.get(f.name) for f in CLAIM_CHECKS_SCHEMA} for row in out],
+                                schema=CLAIM_CHECKS_SCHEMA)
+
+
+def claims_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict]:
+    """The claim checks a source run takes part in (as a or b), for `kernelindex show` and record pages."""
+    cursor = con.execute(
+        "SELECT * FROM claim_checks WHERE ? IN (a_run_id, b_run_id) ORDER BY protocol, a_provider, b_provider",
+        [run_id])
+    names = [d[0] for d in cursor.description]
+    return [json.loads(json.dumps(dict(zip(names, row)), default=str)) for row in cursor.fetchall()]

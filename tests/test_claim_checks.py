@@ -1,0 +1,104 @@
+"""Claim checks in the warehouse: every source claim has a verdict or the reason it has none, and rerun
+evidence with per-repetition samples decides claims end to end (warehouse, `kernelindex show`, page)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SNAPSHOTS, query
+
+from kernelindex_pipeline import cli, steps
+from kernelindex_pipeline.catalog import SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.sources import DirectorySource
+from kernelindex_pipeline.warehouse import Warehouse
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = ("llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/"
+        "2025-08-07-21-42-04")
+SEED_PARAMS = {"hidden": 2048, "kv_heads": 8, "q_heads": 32, "seq": 2048}
+
+
+def test_every_claim_has_a_verdict_or_a_reason(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        (claims, unexplained, groups, groups_claimed) = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE verdict IS NULL OR reason IS NULL OR reason = ''), "
+            "(SELECT count(DISTINCT k.comparison_key) FROM ranks k JOIN runs USING (run_id) "
+            " WHERE runs.evidence_level = 'source-native' AND group_size > 1), count(DISTINCT comparison_key) "
+            "FROM claim_checks").fetchone()
+        protocols = {p for (p,) in con.execute("SELECT DISTINCT protocol FROM claim_checks").fetchall()}
+    assert claims > 0 and unexplained == 0
+    assert groups_claimed == groups  # every source group with two or more implementations is claimed
+    assert protocols == {"kernelindex-device-time", "source-replica"}
+
+
+def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
+    """One H200 workload measured in many batches is one comparison group per pass and metric."""
+    rows = query(shipped_warehouse.home,
+                 "SELECT count(DISTINCT evidence_file), count(DISTINCT comparison_key), count(DISTINCT environment_digest) "
+                 "FROM controlled_runs WHERE kernel = 'rms_norm' AND workload_slug LIKE 'eps1e_06-hidden16384-rows2048%' "
+                 "AND operation_mode = 'forward' AND metric = 'latency'")
+    batches, groups, environments = rows[0]
+    assert batches > 1 and groups == 1 and environments == 1
+
+
+def _record(template: dict, provider: str, samples: list[float], family: str) -> dict:
+    record = json.loads(json.dumps(template))
+    record.update(provider=provider, samples=samples, median=int(sorted(samples)[len(samples) // 2]),
+                  p20=int(min(samples)), p80=int(max(samples)), observed_at="2026-12-04T00:00:00Z")
+    record["protocol"]["spec"]["comparability"]["family"] = family
+    record["protocol"]["metadata"]["name"] += f"-{family}"
+    return record
+
+
+@pytest.fixture(scope="module")
+def decided_home(tmp_path_factory) -> Path:
+    """A warehouse of the shipped snapshots plus one rerun batch of the seed llama4_rope backward with
+    samples: device time says liger is faster (the source's huggingface < liger reversed), the replayed
+    source harness says they are at parity within noise."""
+    root = tmp_path_factory.mktemp("decided")
+    with gzip.open(REPO / "data" / "evidence" / "h200-2026-12-03-v18.jsonl.gz", "rt") as handle:
+        template = next(r for r in map(json.loads, handle) if r["kernel"] == "llama4_rope" and r["mode"] == "backward"
+                        and r["metric"] == "latency" and r["params"] == SEED_PARAMS and r["provider"] == "liger")
+    device = [50_000 + 10 * i for i in range(20)]
+    records = [_record(template, "liger", device, "kernelindex_rerun"),
+               _record(template, "huggingface", [2 * v for v in device], "kernelindex_rerun"),
+               _record(template, "liger", [160_000 + 100 * i for i in range(20)], SOURCE_REPLICA_FAMILY),
+               _record(template, "huggingface", [160_500 + 100 * i for i in range(20)], SOURCE_REPLICA_FAMILY)]
+    evidence = root / "evidence"
+    evidence.mkdir()
+    with gzip.open(evidence / "h200-2026-12-04-test.jsonl.gz", "wt") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in records)
+    wh = Warehouse(root / "home")
+    source = DirectorySource(str(SNAPSHOTS))
+    for revision in source.list_revisions():
+        steps.land_revision(wh, revision, source.read(revision))
+    steps.publish(wh, evidence)
+    return wh.home
+
+
+def test_samples_decide_the_seed_claim_under_both_protocols(decided_home):
+    rows = dict((protocol, (verdict, ratio, low, high, host)) for protocol, verdict, ratio, low, high, host in query(
+        decided_home, "SELECT c.protocol, verdict, rerun_ratio, ci_low, ci_high, host_bound FROM claim_checks c "
+                      "JOIN runs r ON r.run_id = c.b_run_id WHERE r.external_id = ?", [SEED]))
+    device, replica = rows["kernelindex-device-time"], rows["source-replica"]
+    assert device[0] == "reversed" and device[2] < 0.6 < 1 - 0.02  # liger at half huggingface's time
+    assert replica[0] == "indistinguishable" and replica[2] <= 1.02 and replica[3] >= 0.98
+    assert device[4] is True and replica[4] is True  # the two protocols disagree: host-bound
+
+
+def test_show_and_the_record_page_carry_the_verdicts(decided_home, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("KERNELINDEX_HOME", str(decided_home))
+    assert cli.main(["show", SEED]) == 0
+    out, err = capsys.readouterr()
+    assert list(json.loads(out)) == ["run", "protocol", "environment"]
+    assert "under kernelindex-device-time: reversed (host-bound)" in err
+    assert "under source-replica: indistinguishable (host-bound)" in err
+    assert cli.main(["export", "--format", "html", str(tmp_path / "site")]) == 0
+    (run_id,) = query(decided_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])[0]
+    page = (tmp_path / "site" / "runs" / f"{run_id}.html").read_text()
+    assert "What the reruns found" in page and "reversed" in page and "indistinguishable" in page
+    shutil.rmtree(tmp_path / "site")
