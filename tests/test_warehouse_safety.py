@@ -17,6 +17,7 @@ from conftest import (
     BASE_REVISIONS,
     REPO,
     assert_clear_failure,
+    cli_env,
     copy_home,
     index_rows,
     ingest,
@@ -291,3 +292,20 @@ def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp
 def test_readers_need_no_lock_file(analyst_home):
     with Warehouse(analyst_home).reader() as con:
         assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
+
+
+@pytest.mark.skipif(DUCKDB_CLI is None, reason="the duckdb CLI (pip install duckdb-cli) is not installed")
+def test_the_readme_ways_in_work_as_written(analyst_home):
+    """Every command of the README's "For analysts" block, run on a built warehouse."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## For analysts", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.strip().splitlines() if line.strip()]
+    assert len(commands) >= 4
+    tools = {"duckdb": DUCKDB_CLI, "python": sys.executable,
+             "kernelindex": f"{sys.executable} -m kernelindex_pipeline.cli"}
+    for command in commands:
+        tool, rest = command.split(" ", 1)
+        line = f"{tools[tool]} {rest.replace('data/', f'{analyst_home}/')}"
+        done = subprocess.run(line, shell=True, cwd=REPO, env=cli_env(analyst_home), capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and done.stdout.strip(), (command, done.stderr[-2000:])
