@@ -7,10 +7,6 @@ def _tokens(p):
     return p["tokens"] if "tokens" in p else p["batch"] * p["seq"]
 
 
-def _logits(p):
-    return {"logits": [_tokens(p), p["vocab"]], "target": ("int64", [_tokens(p)])}
-
-
 def _two_distributions(p):
     return {"input": [_tokens(p), p["vocab"]], "target": [_tokens(p), p["vocab"]]}
 

@@ -8,7 +8,7 @@ the tests so that collecting this file does not load triton before they set it.
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import os
 
 import pytest
@@ -36,18 +36,20 @@ def _inputs(rows, hidden, dtype, seed):
 def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype):
     """Over many resident programs and launches in a row, the barrier-fused dW (dB) agree with the separate
     launch's and dx is untouched; the barrier words are left ready for the next launch."""
-    impl = importlib.import_module("kernels.rms_norm.impl")
-    base = impl._bwd_meta(hidden, is_ln)[1]
-    fused = dict(base, fused_sum=True, per_sm=1)
-    split = dict(fused, fused_sum=False)
-    n_sm = impl._sm_count(torch.device("cuda"))
-    words = impl._sync_words(torch.device("cuda", torch.cuda.current_device()))
+    from kernels.norm_engine import launch
+    from kernels.norm_engine.settings import backward_setting
+
+    base = backward_setting(hidden, is_ln)[1]
+    fused = dataclasses.replace(base, fused_sum=True, programs_per_sm=1)
+    split = dataclasses.replace(fused, fused_sum=False)
+    n_sm = launch.sm_count(torch.device("cuda"))
+    words = launch.sync_words(torch.device("cuda", torch.cuda.current_device()))
     generation = words[1].item()
     for seed in range(4):
         x, w, b, dy = _inputs(rows, hidden, dtype, seed)
-        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        want = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=split)
-        got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=fused)
+        _, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln)
+        want = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=split)
+        got = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=fused)
         assert torch.equal(got[0], want[0])  # the same dx kernel
         # The same fp32 partials summed in tiles of another shape: equal to rounding in the output dtype.
         tol = 8e-3 if dtype == torch.bfloat16 else 1e-5
@@ -55,22 +57,24 @@ def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype
             if r is not None:
                 assert torch.allclose(g.float(), r.float(), rtol=tol, atol=tol * r.float().abs().max().item())
     assert words.tolist() == [0, generation + 4]  # four fused launches, each through the barrier
-    assert impl._all_resident(x.device, n_sm) and not impl._all_resident(x.device, n_sm + 1)
+    assert launch.all_resident(x.device, n_sm) and not launch.all_resident(x.device, n_sm + 1)
 
 
 @pytest.mark.parametrize(("is_ln", "rows", "hidden", "dtype"), [
     (False, 2048, 16384, torch.bfloat16), (True, 1024, 16384, torch.float32), (False, 300, 4096, torch.bfloat16)])
 def test_tma_tiled_rows_match_plain_loads(is_ln, rows, hidden, dtype):
     """The sliced backward with its loads as TMA tiles gives the plain-load kernel's dx, dW (dB)."""
-    impl = importlib.import_module("kernels.rms_norm.impl")
+    from kernels.norm_engine import launch
+    from kernels.norm_engine.settings import SlicedRows
+
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the TMA needs sm_90 or later")
     x, w, b, dy = _inputs(rows, hidden, dtype, 7)
-    assert impl._tma_lines(hidden, 2, x, dy) == hidden // 512
-    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-    tiled = impl.sliced_rows(1, 8, 2, stages=2, tma=True)
-    got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=tiled)
-    want = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=dict(tiled, tma=False))
+    assert launch.tma_lines(hidden, 2, x, dy) == hidden // 512
+    _, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln)
+    tiled = SlicedRows(programs_per_sm=1, warps=8, slices=2, stages=2, tma=True)
+    got = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=tiled)
+    want = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=dataclasses.replace(tiled, tma=False))
     tol = 8e-3 if dtype == torch.bfloat16 else 1e-5
     for g, r in zip(got, want):
         if r is not None:

@@ -9,8 +9,8 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"
 
+import dataclasses  # noqa: E402
 import gzip  # noqa: E402
-import importlib  # noqa: E402
 import importlib.util  # noqa: E402
 
 import pytest  # noqa: E402
@@ -18,8 +18,16 @@ import pytest  # noqa: E402
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
-from kernels._impl_common import Built, leaf_copies  # noqa: E402
-from kernelindex_pipeline.gpu import bench  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+from kernels._adapter import Built, load_adapter  # noqa: E402
+from kernels._tensors import leaf_copies  # noqa: E402
+from kernels.gated_mlp_engine import gated_mlp  # noqa: E402
+from kernels.gated_mlp_engine.settings import MLP_ASSEMBLY  # noqa: E402
+from kernels.llama4_rope import ops as llama4_rope_ops  # noqa: E402
+from kernels.norm_engine import backward, forward, launch, partials, settings  # noqa: E402
+from kernels.norm_engine.settings import OneRow, RowChunks, RowTiles, SlicedRows, WholeRow  # noqa: E402
+from kernelindex_pipeline.gpu import bench, records, rerun  # noqa: E402
 from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
 
 SEEDS = (1, 2, 3)
@@ -44,7 +52,7 @@ CASES = [
 
 
 def _impl(kernel):
-    return importlib.import_module(f"kernels.{kernel}.impl")
+    return load_adapter(kernel)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -76,7 +84,7 @@ def test_inputs_are_seeded_random_with_spec_shapes(kernel):
         assert x.dtype == torch.bfloat16
         assert torch.count_nonzero(x) > 0
         assert torch.equal(x, b[t["name"]])
-        if t["name"] not in getattr(impl, "DETERMINISTIC_INPUTS", ()):
+        if t["name"] not in impl.DETERMINISTIC_INPUTS:
             assert not torch.equal(x, c[t["name"]])
 
 
@@ -97,16 +105,14 @@ class _BrokenRope(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, freqs_cis):
-        impl = _impl("llama4_rope")
-        f = impl._freqs_real(freqs_cis, q.shape[-1])
+        f = llama4_rope_ops.freqs_real(freqs_cis, q.shape[-1])
         ctx.save_for_backward(f)
-        return impl._launch(q, k, f, -1.0)
+        return llama4_rope_ops.launch(q, k, f, -1.0)
 
     @staticmethod
     def backward(ctx, dq, dk):
         (f,) = ctx.saved_tensors
-        impl = _impl("llama4_rope")
-        return (*impl._launch(dq, dk, f, 1.0), None)
+        return (*llama4_rope_ops.launch(dq, dk, f, 1.0), None)
 
 
 def test_comparator_catches_broken_kernel():
@@ -162,14 +168,15 @@ def test_liger_llama4_rope_matches_reference():
 
 
 def test_entry_point_without_cuda_writes_nothing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "cuda_available", lambda: False)
+    monkeypatch.setattr(rerun, "cuda_available", lambda: False)
     out = tmp_path / "sub" / "h200.jsonl.gz"
-    assert bench.main(["--out", str(out), "--targets", "seeds"]) == 2
+    assert bench.main is rerun.main  # the command's first name runs the same entry point
+    assert rerun.main(["--out", str(out), "--targets", "seeds"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == bench.NO_CUDA_MESSAGE and len(err.splitlines()) == 1
+    assert err == rerun.NO_CUDA_MESSAGE and len(err.splitlines()) == 1
     assert not out.exists() and not out.parent.exists()
-    with pytest.raises(bench.NoCudaDevice):
-        bench.run_reruns([{"kernel": "geglu"}], out)
+    with pytest.raises(rerun.NoCudaDevice):
+        rerun.run_reruns([{"kernel": "geglu"}], out)
     assert not out.exists()
 
 
@@ -181,7 +188,7 @@ def test_record_shape():
            "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0}}}
     corr = {"seeds": [1], "outputs": {"y": {"rel_error": 1e-3, "tolerance": 1e-2}}, "gradients": {},
             "status": "passed"}
-    rec = bench._record(target, impl, "kernelindex", "label", "backward", "latency",
+    rec = records.evidence_record(target, impl, "kernelindex", "label", "backward", "latency",
                         {"median": 50_000_000, "p20": 49_000_000, "p80": 51_000_000}, corr, env, "2026-12-02T00:00:00Z")
     assert set(rec) == {"kernel", "provider", "implementation_label", "mode", "metric", "unit", "median", "p20", "p80",
                         "status", "correctness", "params", "dtype", "implied", "bytes", "flops", "achieved",
@@ -190,7 +197,7 @@ def test_record_shape():
     assert rec["protocol"]["metadata"]["name"] == "kernelindex-rerun-backward"
     assert rec["protocol"]["spec"]["measurement"]["timer"] == "cuda_events"
     assert rec["achieved"]["tflops"] == pytest.approx(impl.flops(target["params"], "backward") / 5e7 / 1e3, rel=1e-3)
-    failed = bench._record(target, impl, "kernelindex", "label", "backward", "latency", None,
+    failed = records.evidence_record(target, impl, "kernelindex", "label", "backward", "latency", None,
                            {**corr, "status": "failed", "reason": "bad"}, env, "2026-12-02T00:00:00Z")
     assert failed["median"] is None and failed["status"] == "failed" and failed["correctness"]["reason"] == "bad"
 
@@ -215,19 +222,27 @@ def test_shipped_evidence_records_pair_with_upstream_names():
 
 
 BWD_VARIANTS = [
-    ("whole_row", (1, 4), dict(prefetch=True)), ("whole_row", (2, 4), dict(acc_in_global=True, reload_w=True, prefetch=True)),
-    ("whole_row", (1, 4), dict(acc_in_global=True)), ("whole_row", (3, 4), dict(reload_w=True, prefetch=True)),
-    ("whole_row", (1, 4), dict(stages=2)), ("whole_row", (2, 4), dict(acc_in_global=True, stages=3)),
-    ("whole_row", (3, 4), dict(prefetch="x")), ("whole_row", (1, 4), dict(acc_in_global=True, reload_w=True, prefetch="x")),
-    ("sliced_rows", (2, 4, 2), {}), ("sliced_rows", (3, 4, 2), dict(reload_w=True)),
-    ("sliced_rows", (4, 4, 4), dict(reload_w=True)), ("sliced_rows", (1, 4, 4), {}),
-    ("sliced_rows", (2, 4, 2), dict(stages=2)), ("sliced_rows", (4, 4, 4), dict(reload_w=True, stages=3)),
-    # the other slice's w held (two slices; ignored at four)
-    ("sliced_rows", (2, 4, 2), dict(hold_other_w=True, stages=2)), ("sliced_rows", (4, 4, 4), dict(hold_other_w=True)),
+    WholeRow(programs_per_sm=1, warps=4, prefetch="x_dy"),
+    WholeRow(programs_per_sm=2, warps=4, partials_in_memory=True, reload_w=True, prefetch="x_dy"),
+    WholeRow(programs_per_sm=1, warps=4, partials_in_memory=True),
+    WholeRow(programs_per_sm=3, warps=4, reload_w=True, prefetch="x_dy"),
+    WholeRow(programs_per_sm=1, warps=4, stages=2),
+    WholeRow(programs_per_sm=2, warps=4, partials_in_memory=True, stages=3),
+    WholeRow(programs_per_sm=3, warps=4, prefetch="x"),
+    WholeRow(programs_per_sm=1, warps=4, partials_in_memory=True, reload_w=True, prefetch="x"),
+    SlicedRows(programs_per_sm=2, warps=4, slices=2),
+    SlicedRows(programs_per_sm=3, warps=4, slices=2, reload_w=True),
+    SlicedRows(programs_per_sm=4, warps=4, slices=4, reload_w=True),
+    SlicedRows(programs_per_sm=1, warps=4, slices=4),
+    SlicedRows(programs_per_sm=2, warps=4, slices=2, stages=2),
+    SlicedRows(programs_per_sm=4, warps=4, slices=4, reload_w=True, stages=3),
+    # the other slice's w held
+    SlicedRows(programs_per_sm=2, warps=4, slices=2, hold_other_w=True, stages=2),
     # more programs than can be resident at once under the interpreter: the separate partial-sums launch
-    ("whole_row", (2, 4), dict(fused_sum=True)), ("sliced_rows", (2, 4, 2), dict(stages=2, fused_sum=True)),
+    WholeRow(programs_per_sm=2, warps=4, fused_sum=True),
+    SlicedRows(programs_per_sm=2, warps=4, slices=2, stages=2, fused_sum=True),
     # rows of 200 columns cannot be TMA tiles: the plain-load sliced kernel
-    ("sliced_rows", (2, 4, 2), dict(stages=2, tma=True)),
+    SlicedRows(programs_per_sm=2, warps=4, slices=2, stages=2, tma=True),
 ]
 
 
@@ -249,16 +264,13 @@ def _norm_reference(x, w, b, dy, is_ln):
 
 
 @pytest.mark.parametrize("is_ln", [False, True])
-@pytest.mark.parametrize("variant", BWD_VARIANTS, ids=lambda v: f"{v[0]}{v[1]}{sorted(v[2].items())}")
-def test_norm_backward_launch_variants(is_ln, variant):
-    """Every backward launch setting (programs per SM, partials in global, reloaded w, prefetch, pipelining,
+@pytest.mark.parametrize("setting", BWD_VARIANTS, ids=repr)
+def test_norm_backward_launch_variants(is_ln, setting):
+    """Every backward launch setting (programs per SM, partials in memory, reloaded w, prefetch, pipelining,
     rows split in column slices over several programs)."""
-    impl = _impl("rms_norm")
-    kind, args, kwargs = variant
-    cfg = getattr(impl, kind)(*args, **kwargs)
     x, w, b, dy = _norm_inputs(37, 200, 5)
-    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-    dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
+    _, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln)
+    dx, dw, db = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=setting)
     _, want = _norm_reference(x, w, b, dy, is_ln)
     for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
         assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
@@ -272,21 +284,20 @@ def test_norm_backward_loads_tma_tiles(is_ln, hidden, slices, kwargs, monkeypatc
     """Rows of power-of-two length, each slice moved as [lines, 256] TMA tiles: the sliced kernel gets x and
     dy as TMA descriptors (not plain pointers) and gives the reference dx and dW (dB); the whole row when
     there is one slice."""
-    impl = _impl("rms_norm")
-    launch = impl._BWD_SLICED
+    sliced = backward.SLICED_ROWS
     sources = []
 
     def recording(grid, key, args, *rest, **kw):
         sources.extend(args[:2])
-        return launch(grid, key, args, *rest, **kw)
+        return sliced(grid, key, args, *rest, **kw)
 
-    monkeypatch.setattr(impl, "_BWD_SLICED", recording)
+    monkeypatch.setattr(backward, "SLICED_ROWS", recording)
     x, w, b, dy = _norm_inputs(37, hidden, hidden + slices)
-    assert impl._tma_lines(hidden, slices, x, dy) == hidden // (256 * slices)
-    _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-    cfg = impl.sliced_rows(3, 4, slices, tma=True, **kwargs)
-    dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
-    assert len(sources) == 2 and all(isinstance(src, impl.TensorDescriptor) for src in sources)
+    assert launch.tma_lines(hidden, slices, x, dy) == hidden // (256 * slices)
+    _, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln)
+    setting = SlicedRows(programs_per_sm=3, warps=4, slices=slices, tma=True, **kwargs)
+    dx, dw, db = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=setting)
+    assert len(sources) == 2 and all(isinstance(src, TensorDescriptor) for src in sources)
     assert [src.block_shape for src in sources] == [[hidden // (256 * slices), 256]] * 2
     _, want = _norm_reference(x, w, b, dy, is_ln)
     for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
@@ -296,55 +307,53 @@ def test_norm_backward_loads_tma_tiles(is_ln, hidden, slices, kwargs, monkeypatc
 def test_tma_tiles_only_where_rows_fit_them():
     """Rows that are not a power of two, slices narrower than one 256-column line, or data off 16-byte
     alignment are not TMA tiles (the plain-load kernel takes them)."""
-    impl = _impl("rms_norm")
     x = torch.zeros(4, 4096)
-    assert impl._tma_lines(4096, 2, x) == 8 and impl._tma_lines(4096, 1, x) == 16
-    assert impl._tma_lines(4000, 1, x) == 0 and impl._tma_lines(256, 2, x) == 0
-    assert impl._tma_lines(4096, 2, x.view(-1)[1:4097]) == 0
+    assert launch.tma_lines(4096, 2, x) == 8 and launch.tma_lines(4096, 1, x) == 16
+    assert launch.tma_lines(4000, 1, x) == 0 and launch.tma_lines(256, 2, x) == 0
+    assert launch.tma_lines(4096, 2, x.view(-1)[1:4097]) == 0
 
 
 @pytest.mark.parametrize("n_groups", [1, 64, 150])
 def test_norm_partial_sums_reduce_every_program_and_column(n_groups):
     """The launch that turns per-program partials into dW (and dB): every group (over several tiles of groups)
     and every column counted, the result in the output dtype."""
-    impl = _impl("rms_norm")
     parts = torch.randn(2, n_groups, 300, generator=torch.Generator().manual_seed(n_groups))
     out = torch.empty(2, 300, dtype=torch.bfloat16)
-    impl._SUM_PARTIALS((3, 2), None, (parts, out, n_groups, 300, 64, 128), 4, tensors=(parts, out))
+    partials.SUM_PARTIALS((3, 2), None, (parts, out, n_groups, 300, partials.SUM_GROUPS, partials.SUM_COLS),
+                          partials.SUM_WARPS, tensors=(parts, out))
     assert torch.allclose(out.float(), parts.sum(1), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("is_ln", [False, True])
-@pytest.mark.parametrize("acc_in_global", [False, True])
-def test_norm_backward_sums_partials_behind_the_grid_barrier(is_ln, acc_in_global, monkeypatch):
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_norm_backward_sums_partials_behind_the_grid_barrier(is_ln, in_memory, monkeypatch):
     """fused_sum: the backward's own programs sum the dW (dB) partials after a grid barrier. The interpreter
     runs one program at a time, so it can only run a one-program grid (one SM); three launches in a row check
     that the barrier words are left ready for the next launch."""
-    impl = _impl("rms_norm")
-    monkeypatch.setattr(impl, "_sm_count", lambda device: 1)
-    cfg = impl.whole_row(1, 4, acc_in_global=acc_in_global, fused_sum=True)
+    monkeypatch.setattr(launch, "sm_count", lambda device: 1)
+    setting = WholeRow(programs_per_sm=1, warps=4, partials_in_memory=in_memory, fused_sum=True)
     launches = []
-    monkeypatch.setattr(impl, "_SUM_PARTIALS", lambda *a, **k: launches.append(a))
-    generation = impl._sync_words(torch.device("cpu"))[1].item()
+    monkeypatch.setattr(partials, "SUM_PARTIALS", lambda *a, **k: launches.append(a))
+    generation = launch.sync_words(torch.device("cpu"))[1].item()
     for seed in (1, 2, 3):
         x, w, b, dy = _norm_inputs(7, 200, seed)
-        _, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cfg)
+        _, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln)
+        dx, dw, db = launch.norm_backward(dy, x, w, mean, rstd, is_ln, setting=setting)
         _, want = _norm_reference(x, w, b, dy, is_ln)
         for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
             assert torch.allclose(got.double(), ref, rtol=1e-4, atol=1e-4)
     assert launches == []
-    assert impl._sync_words(x.device).tolist() == [0, generation + 3]
+    assert launch.sync_words(x.device).tolist() == [0, generation + 3]
 
 
 def test_committed_norm_launch_settings_compute_the_norms():
-    """Each committed FWD_CONFIG / BWD_CONFIG entry, at its own row width, gives the reference output and
+    """Each committed forward and backward setting, at its own row width, gives the reference output and
     gradients (the tables are edited by hand from tune runs)."""
-    impl = _impl("rms_norm")
-    for is_ln, width in sorted(set(impl.FWD_CONFIG) | set(impl.BWD_CONFIG)):
+    for norm, width in sorted(set(settings.FORWARD_SETTINGS) | set(settings.BACKWARD_SETTINGS)):
+        is_ln = norm == "layer_norm"
         x, w, b, dy = _norm_inputs(5, width, width)
-        y, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        dx, dw, db = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
+        y, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln)
+        dx, dw, db = launch.norm_backward(dy, x, w, mean, rstd, is_ln)
         want_y, want = _norm_reference(x, w, b, dy, is_ln)
         assert torch.allclose(y.double(), want_y, rtol=1e-5, atol=1e-5), (is_ln, width)
         for got, ref in zip([dx, dw] + ([db] if is_ln else []), want):
@@ -354,21 +363,24 @@ def test_committed_norm_launch_settings_compute_the_norms():
 @pytest.mark.parametrize("fuse_gate_up", [True, False])
 @pytest.mark.parametrize("save_h", [True, False])
 @pytest.mark.parametrize("kernel", ["geglu", "swiglu"])
-def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
+def test_gated_mlp_assemblies(kernel, fuse_gate_up, save_h):
     """Every way of putting the MLP together (one or two gate/up GEMMs, h saved or recomputed) matches the
     reference in outputs and every gradient, and repeated backward passes over one graph agree."""
     impl = _impl(kernel)
-    geglu = _impl("geglu")
-    monkeypatch.setitem(geglu.MLP_OPTIONS, "fuse_min_tokens", 0 if fuse_gate_up else 2**62)
-    monkeypatch.setitem(geglu.MLP_OPTIONS, "save_h", save_h)
+    assembly = dataclasses.replace(MLP_ASSEMBLY, fuse_min_tokens=0 if fuse_gate_up else 2**62, save_h=save_h)
+
+    def build(provider, inputs, params=None):
+        lv = leaf_copies(inputs, impl.GRAD_INPUTS)
+        return Built(lambda: (gated_mlp(lv["x"], lv["w_gate"], lv["w_up"], lv["w_down"], impl.ACTIVATION, assembly),),
+                     lv, "assembly", impl.OUTPUT_NAMES)
+
     params = {"batch": 2, "seq": 5, "hidden": 48, "intermediate": 1100}
-    result = check_correctness(impl, ["kernelindex"], params, "fp32", "cpu", seeds=SEEDS)["kernelindex"]
+    result = check_correctness(impl, ["kernelindex"], params, "fp32", "cpu", seeds=SEEDS, build=build)["kernelindex"]
     assert result["status"] == "passed", result.get("reason")
     for kind in ("outputs", "gradients"):
         for name, v in result[kind].items():
             assert v["rel_error"] < 1e-5, (kind, name, v)
-    inputs = impl.make_inputs(params, "fp32", 3, "cpu")
-    built = impl.build("kernelindex", inputs, params)
+    built = build("kernelindex", impl.make_inputs(params, "fp32", 3, "cpu"))
     (y,) = built.fn()
     dy = torch.randn_like(y)
     grads = []
@@ -383,18 +395,16 @@ def test_gated_mlp_options(kernel, fuse_gate_up, save_h, monkeypatch):
 
 @pytest.mark.parametrize("is_ln", [False, True])
 @pytest.mark.parametrize("hidden", [300, 256], ids=["ragged", "even"])
-@pytest.mark.parametrize("cfg", [dict(rows=1), dict(rows=4), dict(rows=1, one_row=True),
-                                 dict(rows=2, stream=True), dict(rows=1, one_row=True, stream=True),
-                                 dict(rows=1, late_params=True, max_regs=64)],
-                         ids=["row-tile", "4-rows", "1d-row", "2-rows-streaming", "1d-row-streaming",
-                              "1d-row-late-params"])
-def test_norm_forward_launch_variants(is_ln, hidden, cfg):
+@pytest.mark.parametrize("setting", [
+    RowTiles(rows_per_program=1, warps=4), RowTiles(rows_per_program=4, warps=4), OneRow(warps=4),
+    RowTiles(rows_per_program=2, warps=4, stream=True), OneRow(warps=4, stream=True),
+    OneRow(warps=4, late_params=True, max_regs=64)],
+    ids=["row-tile", "4-rows", "1d-row", "2-rows-streaming", "1d-row-streaming", "1d-row-late-params"])
+def test_norm_forward_launch_variants(is_ln, hidden, setting):
     """Every forward launch setting (2-D tiles of one or several rows, the 1-D one-row kernel, cache hints,
     the parameters loaded after the statistics), on rows that fill the tile and rows that do not."""
-    impl = _impl("rms_norm")
-    cfg = impl.row_tiles(num_warps=4, **cfg)
     x, w, b, dy = _norm_inputs(13, hidden, 6)
-    y, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cfg)
+    y, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln, setting=setting)
     want, _ = _norm_reference(x, w, b, dy, is_ln)
     if is_ln:
         assert torch.allclose(mean.double(), x.double().mean(-1), atol=1e-6)
@@ -407,13 +417,12 @@ def test_norm_forward_in_chunks(is_ln, hidden, chunk, monkeypatch):
     """The two-sweep forward: the chunks' statistics merged give the row's mean and rstd, and y, also for
     rows whose mean is far from 0 (the merge keeps the variance from cancelling); a row length that is not
     a multiple of the chunk takes the whole-row kernel."""
-    impl = _impl("rms_norm")
-    unused = ("_FWD", "_FWD_ROW") if hidden % chunk == 0 else ("_FWD_CHUNKED",)
+    unused = ("ROW_TILES", "ONE_ROW") if hidden % chunk == 0 else ("ROW_CHUNKS",)
     for name in unused:
-        monkeypatch.setattr(impl, name, lambda *a, _name=name, **k: pytest.fail(f"{_name} launched"))
+        monkeypatch.setattr(forward, name, lambda *a, _name=name, **k: pytest.fail(f"{_name} launched"))
     x, w, b, dy = _norm_inputs(13, hidden, 7)
     x = x * 3.0 + 40.0
-    y, mean, rstd = impl.norm_forward(x, w, b, 1e-6, is_ln, config=impl.row_chunks(chunk, 4))
+    y, mean, rstd = launch.norm_forward(x, w, b, 1e-6, is_ln, setting=RowChunks(chunk=chunk, warps=4))
     want, _ = _norm_reference(x, w, b, dy, is_ln)
     xd = x.double()
     if is_ln:
@@ -425,30 +434,40 @@ def test_norm_forward_in_chunks(is_ln, hidden, chunk, monkeypatch):
     assert torch.allclose(y.double(), want, rtol=1e-5, atol=1e-4)
 
 
+def test_launch_settings_refuse_what_no_kernel_runs():
+    """A setting record is checked when it is made: the other slice's w can only be held with two slices,
+    counts are positive, prefetch names what is prefetched."""
+    with pytest.raises(ValueError, match="two slices"):
+        SlicedRows(programs_per_sm=4, warps=4, slices=4, hold_other_w=True)
+    with pytest.raises(ValueError, match="warps"):
+        RowTiles(rows_per_program=1, warps=0)
+    with pytest.raises(ValueError, match="prefetch"):
+        WholeRow(programs_per_sm=1, warps=4, prefetch="dy")
+    with pytest.raises(TypeError):
+        SlicedRows(1, 8, 2)  # keyword fields only
+
+
 def test_tune_picks_fastest_correct_setting_and_refuses_without_cuda(capsys):
     from kernelindex_pipeline.gpu import tune
 
     rows = [{"shape": "s", "pass": "forward", "candidate": "committed", "us": 10.0, "ok": True},
-            {"shape": "s", "pass": "forward", "candidate": {"rows": 8}, "us": 9.0, "ok": True},
-            {"shape": "s", "pass": "forward", "candidate": {"rows": 4}, "us": 5.0, "ok": False},
+            {"shape": "s", "pass": "forward", "candidate": RowTiles(rows_per_program=8, warps=4), "us": 9.0, "ok": True},
+            {"shape": "s", "pass": "forward", "candidate": RowTiles(rows_per_program=4, warps=4), "us": 5.0, "ok": False},
             {"shape": "s", "pass": "forward", "candidate": "liger", "us": 4.0, "ok": True}]
     (line,) = tune.best(rows)
-    assert "'rows': 8" in line and "committed 10.0" in line and "liger 4.0" in line
-    impl = _impl("rms_norm")
+    assert "rows_per_program=8" in line and "committed 10.0" in line and "liger 4.0" in line
     for hidden in (1024, 4096, 16384):
-        forward = tune.forward_candidates(impl, hidden)
-        for cand in forward:
-            assert set(cand) in (set(impl.row_tiles(1, 4)), set(impl.row_chunks(1024, 4)))
-        assert all(c["chunk"] <= hidden // 2 for c in forward if "chunk" in c)
-        late = [c for c in forward if c.get("late_params")]
-        assert late and all(c["one_row"] for c in late)
-        capped = [c for c in late if c["max_regs"]]
-        assert capped and all(2 * c["max_regs"] * c["num_warps"] * 32 <= 65536 for c in capped)
-        backward = tune.backward_candidates(impl, hidden)
-        for cand in backward:
-            assert set(cand) in (set(impl.whole_row(1, 4)), set(impl.sliced_rows(1, 4, 2)))
-        fused = [c for c in backward if c["fused_sum"]]
-        assert fused and all(c["per_sm"] == 1 for c in fused)  # one program per SM: all resident at once
+        forward_cands = tune.forward_candidates(hidden)
+        assert all(isinstance(c, (RowTiles, OneRow, RowChunks)) for c in forward_cands)
+        assert all(c.chunk <= hidden // 2 for c in forward_cands if isinstance(c, RowChunks))
+        late = [c for c in forward_cands if isinstance(c, OneRow) and c.late_params]
+        capped = [c for c in late if c.max_regs]
+        assert late and capped and all(2 * c.max_regs * c.warps * 32 <= 65536 for c in capped)
+        backward_cands = tune.backward_candidates(hidden)
+        assert all(isinstance(c, (WholeRow, SlicedRows)) for c in backward_cands)
+        assert len(set(backward_cands)) == len(backward_cands)
+        fused = [c for c in backward_cands if c.fused_sum]
+        assert fused and all(c.programs_per_sm == 1 for c in fused)  # one program per SM: all resident at once
     if not torch.cuda.is_available():
         assert tune.main([]) == 2
         assert "no CUDA device" in capsys.readouterr().err

@@ -6,8 +6,14 @@ import math
 
 import torch
 
-from kernels._impl_common import Unavailable, as_tuple, generator, randn
+from kernels._adapter import RerunAdapter, Unavailable
+from kernels._tensors import as_tuple, generator, randn
 from kernelindex_pipeline.gpu import protocol as P
+
+# The upstream gradients are drawn from a generator of their own, seeded this far from the check's seed,
+# so that they never repeat the values of the inputs (drawn from the seed itself); a prime far from the
+# protocol's small seeds, so that no check's gradients reuse another check's inputs either.
+GRAD_SEED_OFFSET = 7919
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -23,8 +29,8 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def grad_outputs(outputs, seed: int):
-    """Seeded upstream gradients, one per floating-point output (None for scalars' integer parts)."""
-    gen = generator(seed + 7919, outputs[0].device)
+    """Seeded upstream gradients, one per output, in the outputs' shapes and dtypes."""
+    gen = generator(seed + GRAD_SEED_OFFSET, outputs[0].device)
     return tuple(randn(o.shape, o.dtype, gen, o.device) for o in outputs)
 
 
@@ -53,9 +59,9 @@ class _NoTF32:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.prev
 
 
-def reference_outputs(impl, inputs: dict, dys, params=None):
-    ref_dtype = getattr(impl, "REFERENCE_DTYPE", torch.float64)
-    ref_in = _upcast(inputs, impl.GRAD_INPUTS, ref_dtype)
+def reference_outputs(impl: RerunAdapter, inputs: dict, dys, params=None):
+    """The adapter's reference outputs and input gradients, in its REFERENCE_DTYPE with TF32 off."""
+    ref_in = _upcast(inputs, impl.GRAD_INPUTS, impl.REFERENCE_DTYPE)
     with _NoTF32():
         outs = as_tuple(impl.reference(ref_in, params))
         leaves = [ref_in[n] for n in impl.GRAD_INPUTS]
@@ -63,7 +69,7 @@ def reference_outputs(impl, inputs: dict, dys, params=None):
     return [o.detach() for o in outs], {n: g for n, g in zip(impl.GRAD_INPUTS, grads)}
 
 
-def check_correctness(impl, providers, params: dict, dtype: str, device, seeds=P.CORRECTNESS_SEEDS,
+def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, device, seeds=P.CORRECTNESS_SEEDS,
                       build=None) -> dict:
     """{provider: correctness dict} with ``status`` passed/failed (or ``unavailable`` with a reason).
 

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 
 import torch
+import triton
 
-from kernels._impl_common import package_version
+from kernels._adapter import load_adapter
+from kernels._providers import package_version
 from kernelindex_pipeline.gpu import protocol as P
-
-
-def _nvidia_smi(field: str) -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20)
-        return out.stdout.strip().splitlines()[0].strip() or None
-    except Exception:  # noqa: BLE001
-        return None
+from kernelindex_pipeline.gpu.device import nvidia_smi
 
 
 def form_factor(product: str) -> str:
@@ -35,9 +28,9 @@ def form_factor(product: str) -> str:
 def _fastest_ms(fn, warmup_s: float = 0.1, reps: int = 50, budget_s: float = 1.0) -> float:
     """Fastest CUDA-event time of ``fn`` over ``reps`` calls, after ``warmup_s`` seconds of running it back
     to back: the rate the card holds once it has left its idle clocks and reached its power limit, which
-    is what passes of milliseconds and more see. The first ~30 ms of matrix products run up to 15% faster
-    (a median after five warm-up calls read 748-790 TFLOP/s between sessions; after 0.1-0.5 s, 675-692:
-    docs/rerun-notes.md v7). Timing stops early once ``budget_s`` seconds are spent (long products)."""
+    is what passes of milliseconds and more see: on the H200 the first ~30 ms of matrix products ran up to
+    15% faster than after 0.1-0.5 s of load (docs/kernel-decisions.md). Timing stops early once
+    ``budget_s`` seconds are spent (long products)."""
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -78,14 +71,11 @@ def measure_bf16_matmul_tflops(m: int, n: int, k: int) -> float:
 
 
 def matmul_problems(targets: list[dict] | None) -> list[tuple[int, int, int]]:
-    """The square product, then the GEMM problems of the GEMM-bound targets (kernels whose module lists
-    ``matmul_shapes``), each once."""
-    from kernelindex_pipeline.gpu.bench import load_impl
-
+    """The square product, then the GEMM problems of the targets (their adapters' ``matmul_shapes``), each
+    once."""
     shapes = [SQUARE]
     for target in targets or []:
-        impl = load_impl(target["kernel"])
-        for shape in getattr(impl, "matmul_shapes", lambda _p: [])(target["params"]):
+        for shape in load_adapter(target["kernel"]).matmul_shapes(target["params"]):
             if tuple(shape) not in shapes:
                 shapes.append(tuple(shape))
     return shapes
@@ -97,10 +87,8 @@ def capture_environment(targets: list[dict] | None = None) -> dict:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     product = props.name
     arch = f"sm_{props.major}{props.minor}"
-    import triton
-
     software = {
-        "driver": _nvidia_smi("driver_version"),
+        "driver": nvidia_smi("driver_version"),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "triton": triton.__version__,

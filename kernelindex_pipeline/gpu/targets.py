@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-ALL_MODES = ["forward", "backward", "full"]
+from kernelindex_pipeline.gpu.protocol import MODES
+
 THREE = ["liger", "huggingface", "kernelindex"]
 
 
-def _t(kernel, params, dtype="bf16", providers=THREE, modes=ALL_MODES, metrics=("latency", "peak_memory")):
+def _t(kernel, params, dtype="bf16", providers=THREE, modes=MODES, metrics=("latency", "peak_memory")):
     return {"kernel": kernel, "params": dict(params), "dtype": dtype, "providers": list(providers),
             "modes": list(modes), "metrics": list(metrics)}
 
@@ -38,8 +39,6 @@ MORE_TARGETS = [
     _t("layer_norm", {"rows": 4096, "hidden": 4096, "eps": 1e-06}, dtype="fp32"),
     _t("layer_norm", {"rows": 4096, "hidden": 16384, "eps": 1e-06}, dtype="fp32"),
 ]
-
-IMPLIED = {"geglu": {"hidden_act": "gelu_pytorch_tanh"}, "swiglu": {"hidden_act": "silu"}}
 
 
 def targets_named(which: str, kernels: list[str] | None = None) -> list[dict]:

@@ -9,6 +9,7 @@ import time
 import torch
 
 from kernelindex_pipeline.gpu import protocol as P
+from kernelindex_pipeline.gpu.device import max_sm_clock_hz
 
 
 def _quantiles(values_ms):
@@ -59,7 +60,8 @@ class Timed:
             host.append(time.perf_counter() - t0)
             torch.cuda.synchronize()
         self.host_s = sorted(host)[len(host) // 2]
-        self.spin_cycles = int(P.SPIN_CLOCK_HZ * min(P.SPIN_MAX_S, P.SPIN_HOST_FACTOR * self.host_s + P.SPIN_PAD_S))
+        spin_s = min(P.SPIN_MAX_S, P.SPIN_HOST_FACTOR * self.host_s + P.SPIN_PAD_S)
+        self.spin_cycles = int(max_sm_clock_hz() * spin_s)
         return self
 
     def run(self, k: int):
@@ -80,15 +82,6 @@ class Timed:
         q = _quantiles(self.times)
         return {k: int(round(v * 1e6)) for k, v in q.items()} | {
             "repetitions": len(self.times), "warmups": self.n_warmup, "host_enqueue_ns": int(self.host_s * 1e9)}
-
-
-def time_fn(fn, leaves=(), flush: torch.Tensor | None = None, **budgets) -> dict:
-    """Median/p20/p80 (ns) of ``fn``'s device execution (see ``Timed``)."""
-    if flush is None:
-        flush = torch.empty(P.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    t = Timed(fn, leaves, flush).calibrate(**budgets)
-    t.run(t.n_rep)
-    return t.stats()
 
 
 def time_interleaved(passes: dict, flush: torch.Tensor, rounds: int = P.INTERLEAVE_ROUNDS) -> dict:

@@ -1,20 +1,43 @@
 """Launch-setting sweep for KernelIndex's kernels on the GPU at hand: ``python -m kernelindex_pipeline.gpu.tune``.
 
-Times candidate settings of the norm kernels (``FWD_CONFIG`` / ``BWD_CONFIG`` values of
-``kernels.rms_norm.impl``) and of the gated-MLP assembly (``MLP_OPTIONS`` of ``kernels.geglu.impl``) on the
-rerun targets' shapes, beside Liger-Kernel, with the protocol's timer (CUDA events after an L2 flush and a
-GPU spin). Every candidate's results are first checked against the committed setting's. Prints one line
-per candidate and the fastest per (kernel, shape, pass); ``--out`` also writes them as JSON. Nothing is
-changed in the repository: the winners are copied into the config tables by hand, then measured by the
-bench under the full protocol.
+Times candidate settings of the norm kernels (``kernels.norm_engine.settings`` records) and of the
+gated-MLP assembly (``kernels.gated_mlp_engine.settings.MlpAssembly``) on the rerun targets' shapes,
+beside Liger-Kernel, with the protocol's timer (CUDA events after an L2 flush and a GPU spin). Every
+candidate's results are first checked against the committed setting's. Prints one line per candidate and
+the fastest per (kernel, shape, pass); ``--out`` also writes them as JSON. Nothing is changed in the
+repository: a winner is copied into the settings tables by hand, with the evidence file of the rerun
+that confirms it, and logged in docs/kernel-decisions.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
+import time
+
+import torch
+
+from kernels._adapter import Unavailable, load_adapter
+from kernels._tensors import as_tuple, leaf_copies, torch_dtype
+from kernels.gated_mlp_engine import gated_mlp
+from kernels.gated_mlp_engine.settings import MLP_ASSEMBLY
+from kernels.norm_engine import norm_backward, norm_forward
+from kernels.norm_engine.settings import (
+    BackwardSetting,
+    ForwardSetting,
+    OneRow,
+    RowChunks,
+    RowTiles,
+    SlicedRows,
+    WholeRow,
+)
+from kernelindex_pipeline.gpu.correctness import grad_outputs
+from kernelindex_pipeline.gpu.harness import l2_flush_buffer, prepare_pass, release_memory
+from kernelindex_pipeline.gpu.rerun import NO_CUDA_MESSAGE, cuda_available
+from kernelindex_pipeline.gpu.timing import Timed, time_interleaved
 
 NORM_SHAPES = [  # (kernel, is_ln, rows, hidden, dtype): the rerun targets' norm workloads
     ("rms_norm", False, 2048, 1024, "bf16"), ("rms_norm", False, 2048, 4096, "bf16"),
@@ -28,21 +51,6 @@ MLP_SHAPES = [
 ]
 
 
-def forward_candidates(impl, hidden: int) -> list[dict]:
-    """Tiles of one or several rows, and the 1-D one-row kernel, with and without streaming cache hints;
-    the 1-D kernel with the parameters loaded after the statistics under register caps that fit two or
-    three times the programs on an SM (v15 notes); rows of two chunks or more, also one row in two sweeps
-    of 1024-4096-column chunks (v13 notes)."""
-    warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
-    rows = [1, 2, 4] if hidden <= 1024 else [1]
-    tiles = [impl.row_tiles(r, w, one_row=one, stream=st)
-             for r, w, one, st in itertools.product(rows, warps, [False, True], [False, True]) if not (one and r > 1)]
-    late = [impl.row_tiles(1, w, late_params=True, max_regs=cap)
-            for w in warps for cap in (None, *register_caps(w))]
-    chunks = [c for c in (1024, 2048, 4096) if c <= hidden // 2]
-    return tiles + late + [impl.row_chunks(c, w) for c, w in itertools.product(chunks, [2, 4, 8])]
-
-
 def register_caps(num_warps: int, register_file: int = 65536, cap_max: int = 255) -> list[int]:
     """Registers per thread at which 2, 3 or 4 programs of ``num_warps`` warps fit in an SM's register file
     (rounded down to a multiple of 8, as ptxas allocates), where at least 32 are left."""
@@ -50,61 +58,62 @@ def register_caps(num_warps: int, register_file: int = 65536, cap_max: int = 255
     return [c for c in dict.fromkeys(caps) if c >= 32]
 
 
-def backward_candidates(impl, hidden: int, dtype: str = "bf16") -> list[dict]:
-    """Register-prefetched rows (x and dy, or x alone), pipelined rows (``stages``), for wide rows, rows
-    split in column slices over two programs, and each again with the partial sums fused (``fused_sum``).
-    Whole wide rows (16384) have no room for the pipelined loop (shared memory exhausted in fp32, 37-130%
-    slower in bf16) nor for prefetching both rows (spills), so x alone is their only prefetch."""
+def forward_candidates(hidden: int) -> list[ForwardSetting]:
+    """Tiles of one or several rows and the 1-D one-row kernel, with and without streaming cache hints;
+    the 1-D kernel with the parameters loaded after the statistics under register caps that fit two or
+    more programs on an SM; rows of two chunks or more, also one row in two sweeps of 1024-4096-column
+    chunks."""
+    warps = [4, 8, 16] if hidden >= 4096 else [2, 4, 8]
+    rows = [1, 2, 4] if hidden <= 1024 else [1]
+    tiles = [RowTiles(rows_per_program=r, warps=w, stream=st) for r, w, st in itertools.product(rows, warps, [False, True])]
+    one_row = [OneRow(warps=w, stream=st) for w, st in itertools.product(warps, [False, True])]
+    late = [OneRow(warps=w, late_params=True, max_regs=cap) for w in warps for cap in (None, *register_caps(w))]
+    chunks = [c for c in (1024, 2048, 4096) if c <= hidden // 2]
+    return tiles + one_row + late + [RowChunks(chunk=c, warps=w) for c, w in itertools.product(chunks, [2, 4, 8])]
+
+
+def backward_candidates(hidden: int, dtype: str = "bf16") -> list[BackwardSetting]:
+    """Whole rows (prefetched in registers or pipelined), for wide rows rows split in column slices over
+    two programs (plain loads or TMA tiles, the other slice's w held or not), narrower rows as whole-row
+    TMA tiles; each again at one program per SM with the partial sums fused behind a grid barrier.
+    Shared memory bounds the pipelines: whole wide rows have no room for a pipelined loop (fp32) and
+    spill with both rows prefetched, three fp32 sliced stages do not fit, nor do more TMA programs than
+    one per SM at 16384 columns (docs/kernel-decisions.md)."""
     wide = hidden >= 16384
     per_sm = [1, 2] if wide else ([1, 2, 4] if hidden >= 4096 else [2, 4, 8])
     warps = [16, 32] if wide else ([8, 16] if hidden >= 4096 else [4, 8])
-    in_global = [False, True] if wide else [False]
-    loads = [(False, 1), ("x", 1)] if wide else [(True, 1), ("x", 1), (False, 2), (False, 3)]
+    in_memory = [False, True] if wide else [False]
+    loads = [("none", 1), ("x", 1)] if wide else [("x_dy", 1), ("x", 1), ("none", 2), ("none", 3)]
     # Wide rows: two programs per SM only fit with the partial sums out of registers.
-    whole = [impl.whole_row(p, w, acc_in_global=g, reload_w=r, prefetch=pf, stages=s)
-             for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_global, [False, True], loads)
+    whole = [WholeRow(programs_per_sm=p, warps=w, partials_in_memory=g, reload_w=r, prefetch=pf, stages=s)
+             for p, w, g, r, (pf, s) in itertools.product(per_sm, warps, in_memory, [False, True], loads)
              if not (wide and p > 1 and not g)]
-    # Wide rows split in two column slices, the row loop pipelined or not (fp32: not pipelined; three stages
-    # do not fit in shared memory, two would take 164 KB, compiled for sm_90, v10 notes). Four slices, more
-    # than two programs per SM, 4 warps, slicing at 4096 and the next row prefetched in registers were all
-    # slower (v8 notes).
-    stages = [1, 2, 3] if dtype == "bf16" else [1]
-    sliced = [impl.sliced_rows(p, w, 2, reload_w=r, stages=st)
-              for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)] if wide else []
-    # The same with the loads as TMA tiles, one program per SM (a stage holds a whole row of x and dy: more
-    # programs run out of shared memory; so do three fp32 stages, 328 KB). Narrower rows: whole rows
-    # (one slice) as TMA tiles, deeper pipelines.
-    tma_stages = [2, 3] if dtype == "bf16" else [1, 2]
-    sliced += [impl.sliced_rows(1, w, 2, reload_w=r, stages=st, tma=True)
-               for w, r, st in itertools.product([8, 16], [False, True], tma_stages)] if wide else \
-        [impl.sliced_rows(p, w, 1, stages=st, tma=True)
-         for p, w, st in itertools.product([1, 2], [4, 8] if hidden >= 4096 else [2, 4], [3, 4, 6, 8])]
-    # Two slices with the other slice's w held in registers too: no w staged, so one more stage fits
-    # (bf16: 4 stages in 197 KB, compiled for sm_90; v14 notes).
-    sliced += [impl.sliced_rows(1, w, 2, stages=st, tma=t, hold_other_w=True)
-               for w, st, t in itertools.product([8, 16], [3, 4] if dtype == "bf16" else [2], [False, True])] \
-        if wide else []
-    # Each setting again at one program per SM (the barrier needs them all resident) with the partial sums
-    # summed behind a grid barrier instead of a second launch.
-    fused = [dict(c, per_sm=1, fused_sum=True) for c in whole + sliced]
-    return whole + sliced + list({tuple(sorted(c.items())): c for c in fused}.values())
+    sliced: list[BackwardSetting] = []
+    if wide:
+        stages = [1, 2, 3] if dtype == "bf16" else [1]
+        sliced += [SlicedRows(programs_per_sm=p, warps=w, slices=2, reload_w=r, stages=st)
+                   for p, w, r, st in itertools.product([1, 2], [8, 16, 32], [False, True], stages)]
+        tma_stages = [2, 3] if dtype == "bf16" else [1, 2]
+        sliced += [SlicedRows(programs_per_sm=1, warps=w, slices=2, reload_w=r, stages=st, tma=True)
+                   for w, r, st in itertools.product([8, 16], [False, True], tma_stages)]
+        held_stages = [3, 4] if dtype == "bf16" else [2]
+        sliced += [SlicedRows(programs_per_sm=1, warps=w, slices=2, stages=st, tma=t, hold_other_w=True)
+                   for w, st, t in itertools.product([8, 16], held_stages, [False, True])]
+    else:
+        sliced += [SlicedRows(programs_per_sm=p, warps=w, slices=1, stages=st, tma=True)
+                   for p, w, st in itertools.product([1, 2], [4, 8] if hidden >= 4096 else [2, 4], [3, 4, 6, 8])]
+    fused = [dataclasses.replace(c, programs_per_sm=1, fused_sum=True) for c in whole + sliced]
+    return whole + sliced + list(dict.fromkeys(fused))
 
 
 def _time_us(fn, flush) -> float:
-    from kernelindex_pipeline.gpu.timing import Timed
-
     t = Timed(fn, (), flush).calibrate(warmup_ms=5, rep_ms=40, min_reps=10, max_reps=200)
     t.run(t.n_rep)
     return t.stats()["median"] / 1e3
 
 
 def _bring_clocks_up(flush, seconds: float = 0.5) -> None:
-    """Keep the card busy before the first timing: from idle clocks the first shape's first candidates
-    measured up to 2x slow (v9 notes)."""
-    import time
-
-    import torch
-
+    """Keep the card busy before the first timing: from idle clocks the first candidates measure slow."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         flush.zero_()
@@ -118,10 +127,13 @@ def _run_once(fn, flush) -> float:
 
 
 def _close(got, want, dtype) -> bool:
-    import torch
-
     tol = 2e-2 if dtype == "bf16" else 1e-4
     return all(torch.allclose(g.float(), w.float(), rtol=tol, atol=tol) for g, w in zip(got, want) if w is not None)
+
+
+def _describe(candidate) -> str:
+    """"committed", "liger" or an assembly's name as they are; a setting record as its repr."""
+    return candidate if isinstance(candidate, str) else repr(candidate)
 
 
 def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, compile_only: bool = False,
@@ -129,13 +141,7 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
     """``shapes``: indexes into NORM_SHAPES (all by default). ``part`` (k, n): only every n-th candidate from the
     k-th (to split compile-only work over processes). ``compile_only``: run each candidate once, untimed,
     to fill Triton's on-disk cache (several such processes compile in parallel before one timed sweep)."""
-    import torch
-
-    from kernels._impl_common import Unavailable, torch_dtype
-    from kernels.rms_norm import impl
-    from kernelindex_pipeline.gpu.bench import impl_flush_elems, load_impl
-
-    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
+    flush = l2_flush_buffer()
     rows_out = []
     time_us = _run_once if compile_only else _time_us
     if not compile_only:
@@ -153,10 +159,10 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
 
         def emit(kind, cand, us, ok=True):
             rows_out.append({"shape": shape, "pass": kind, "candidate": cand, "us": round(us, 2), "ok": ok})
-            log(f"{shape:<28} {kind:<9} {str(cand):<70} {us:9.2f} us{'' if ok else '  WRONG'}")
+            log(f"{shape:<28} {kind:<9} {_describe(cand):<70} {us:9.2f} us{'' if ok else '  WRONG'}")
 
         try:
-            liger = load_impl(kernel).build("liger", {"x": x, "weight": w, "bias": b}, {"eps": 1e-6})
+            liger = load_adapter(kernel).build("liger", {"x": x, "weight": w, "bias": b}, {"eps": 1e-6})
         except Unavailable:
             liger = None
         if liger is not None:
@@ -166,85 +172,79 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
             emit("backward", "liger",
                  time_us(lambda: torch.autograd.backward(outs, [dy_liger], retain_graph=True), flush))
             del outs
-        want = impl.norm_forward(x, w, b, 1e-6, is_ln)
-        emit("forward", "committed", time_us(lambda: impl.norm_forward(x, w, b, 1e-6, is_ln), flush))
-        for cand in forward_candidates(impl, hidden)[part[0]::part[1]]:
-            got = impl.norm_forward(x, w, b, 1e-6, is_ln, config=cand)
-            emit("forward", cand, time_us(lambda c=cand: impl.norm_forward(x, w, b, 1e-6, is_ln, config=c), flush),
+        want = norm_forward(x, w, b, 1e-6, is_ln)
+        emit("forward", "committed", time_us(lambda: norm_forward(x, w, b, 1e-6, is_ln), flush))
+        for cand in forward_candidates(hidden)[part[0]::part[1]]:
+            got = norm_forward(x, w, b, 1e-6, is_ln, setting=cand)
+            emit("forward", cand, time_us(lambda c=cand: norm_forward(x, w, b, 1e-6, is_ln, setting=c), flush),
                  _close(got, want, dtype))
         _, mean, rstd = want
-        want_b = impl.norm_backward(dy, x, w, mean, rstd, is_ln)
-        emit("backward", "committed", time_us(lambda: impl.norm_backward(dy, x, w, mean, rstd, is_ln), flush))
-        for cand in backward_candidates(impl, hidden, dtype)[part[0]::part[1]] if backward else []:
+        want_b = norm_backward(dy, x, w, mean, rstd, is_ln)
+        emit("backward", "committed", time_us(lambda: norm_backward(dy, x, w, mean, rstd, is_ln), flush))
+        for cand in backward_candidates(hidden, dtype)[part[0]::part[1]] if backward else []:
             try:
-                got = impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=cand)
+                got = norm_backward(dy, x, w, mean, rstd, is_ln, setting=cand)
             except Exception as exc:  # noqa: BLE001 - a setting that does not compile is skipped
-                log(f"{shape:<28} backward  {cand} failed: {str(exc).splitlines()[0][:120]}")
+                log(f"{shape:<28} backward  {cand!r} failed: {str(exc).splitlines()[0][:120]}")
                 continue
-            emit("backward", cand, time_us(lambda c=cand: impl.norm_backward(dy, x, w, mean, rstd, is_ln, config=c),
+            emit("backward", cand, time_us(lambda c=cand: norm_backward(dy, x, w, mean, rstd, is_ln, setting=c),
                                          flush), _close(got, want_b, dtype))
         torch.cuda.empty_cache()
     return rows_out
 
 
+def _mlp_pass(impl, inputs: dict, assembly, seed: int = 0) -> tuple:
+    """(fn, dys, leaves) of KernelIndex's gated MLP under ``assembly``."""
+    lv = leaf_copies(inputs, impl.GRAD_INPUTS)
+
+    def fn():
+        return (gated_mlp(lv["x"], lv["w_gate"], lv["w_up"], lv["w_down"], impl.ACTIVATION, assembly),)
+
+    dys = grad_outputs(as_tuple(fn()), seed)
+    for leaf in lv.values():
+        leaf.grad = None
+    return fn, dys, list(lv.values())
+
+
 def sweep_mlps(log) -> list[dict]:
-    """Each MLP_OPTIONS combination beside Liger, repetitions interleaved as in the bench."""
-    import importlib
-
-    import torch
-
-    from kernels._impl_common import as_tuple
-    from kernels.geglu import impl as geglu
-    from kernelindex_pipeline.gpu.bench import _prepare, _release, impl_flush_elems
-    from kernelindex_pipeline.gpu.timing import time_interleaved
-
-    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
-    combos = [{"fuse_min_tokens": f, "blas": b} for f in (0, 2**62) for b in (None, "cublaslt")]
+    """Each assembly of the gated MLP (gate/up fused or not, cuBLAS or cuBLASLt) beside Liger, repetitions
+    interleaved as in the rerun; the library is set in each direction by the assembly itself."""
+    flush = l2_flush_buffer()
+    assemblies = {f"fuse_min_tokens={f}, blas={b}": dataclasses.replace(MLP_ASSEMBLY, fuse_min_tokens=f, blas=b)
+                  for f in (0, 2**62) for b in (None, "cublaslt")}
     rows_out = []
-    committed = dict(geglu.MLP_OPTIONS)
     for kernel, params in MLP_SHAPES:
-        impl = importlib.import_module(f"kernels.{kernel}.impl")
+        impl = load_adapter(kernel)
         target = {"kernel": kernel, "params": params, "dtype": "bf16"}
+        inputs = impl.make_inputs(params, "bf16", 0, "cuda")
+        liger = prepare_pass(impl, target, "liger")
+        states = {"liger": (liger["built"].fn, liger["dys"], liger["leaves"])}
+        states.update({name: _mlp_pass(impl, inputs, a) for name, a in assemblies.items()})
         for mode in ("forward", "backward"):
             passes, keep = {}, []
-            for name, opts in [("liger", None)] + [(json.dumps(c), c) for c in combos]:
-                if opts is not None:
-                    geglu.MLP_OPTIONS.update(opts)
-                st = _prepare(impl, target, "liger" if opts is None else "kernelindex")
-                built, dys = st["built"], st["dys"]
-                if mode == "forward":
-                    def fn(built=built, opts=opts):
-                        if opts is not None:
-                            geglu.MLP_OPTIONS.update(opts)
-                        built.fn()
-                else:
-                    outs = as_tuple(built.fn())
+            for name, (fn, dys, leaves) in states.items():
+                if mode == "backward":
+                    outs = as_tuple(fn())
+                    keep.append(outs)
 
-                    def fn(outs=outs, dys=dys, opts=opts):  # options read at backward time (blas) apply too
-                        if opts is not None:
-                            geglu.MLP_OPTIONS.update(opts)
+                    def fn(outs=outs, dys=dys):
                         torch.autograd.backward(outs, dys, retain_graph=True)
-                keep.append(st)
-                passes[name] = (fn, st["leaves"])
+                passes[name] = (fn, leaves)
             for name, stats in time_interleaved(passes, flush).items():
                 us = stats["median"] / 1e3
                 rows_out.append({"shape": f"{kernel} {params}", "pass": mode, "candidate": name, "us": us, "ok": True})
                 log(f"{kernel:<8} {mode:<9} {name:<48} {us / 1e3:9.3f} ms")
             del passes, keep
-            geglu.MLP_OPTIONS.update(committed)
-            _release()
+            release_memory()
+        del states, liger, inputs
+        release_memory()
     return rows_out
 
 
 def sweep_gemms(log) -> list[dict]:
     """The geglu seed's GEMMs in each operand layout, through cuBLAS and cuBLASLt, beside the square
     8192^3 product the matmul ceiling is measured on; repetitions interleaved, TFLOP/s per variant."""
-    import torch
-
-    from kernelindex_pipeline.gpu.bench import impl_flush_elems
-    from kernelindex_pipeline.gpu.timing import time_interleaved
-
-    flush = torch.empty(impl_flush_elems(), dtype=torch.int32, device="cuda")
+    flush = l2_flush_buffer()
     p = MLP_SHAPES[0][1]
     n, h, i = p["batch"] * p["seq"], p["hidden"], p["intermediate"]
 
@@ -274,6 +274,7 @@ def sweep_gemms(log) -> list[dict]:
 
 
 def best(rows: list[dict]) -> list[str]:
+    """The fastest correct candidate per (shape, pass), beside the committed setting and Liger."""
     lines, groups = [], {}
     for r in rows:
         if r["ok"] and r["candidate"] != "liger":
@@ -282,7 +283,7 @@ def best(rows: list[dict]) -> list[str]:
     for key, rs in groups.items():
         top = min(rs, key=lambda r: r["us"])
         com = next((r["us"] for r in rs if r["candidate"] == "committed"), None)
-        lines.append(f"BEST {key[0]:<28} {key[1]:<9} {str(top['candidate']):<70} {top['us']:9.2f} us"
+        lines.append(f"BEST {key[0]:<28} {key[1]:<9} {_describe(top['candidate']):<70} {top['us']:9.2f} us"
                      f" (committed {com}, liger {liger.get(key)})")
     return lines
 
@@ -296,7 +297,6 @@ def main(argv=None) -> int:
     ap.add_argument("--part", default="0/1", help="norms: K/N, every N-th candidate from the K-th")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    from kernelindex_pipeline.gpu.bench import NO_CUDA_MESSAGE, cuda_available
 
     if not cuda_available():
         print(NO_CUDA_MESSAGE, file=sys.stderr)
@@ -313,7 +313,7 @@ def main(argv=None) -> int:
         print(line)
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump(rows, fh, indent=1, default=str)
+            json.dump([dict(r, candidate=_describe(r["candidate"])) for r in rows], fh, indent=1)
     return 0
 
 

@@ -1,31 +1,30 @@
-"""LayerNorm over the last dimension: the norm kernels of ``kernels.rms_norm.impl`` with mean and bias."""
+"""LayerNorm's rerun adapter (``kernels._adapter.RerunAdapter``): inputs, reference, providers, cost model.
+
+KernelIndex's provider is ``kernels.norm_engine.layer_norm``.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from kernels._impl_common import (
-    Built,
-    Unavailable,
-    generator,
-    leaf_copies,
-    liger_attr,
-    package_version,
-    randn,
-    torch_dtype,
-)
-from kernels.rms_norm.impl import DEFAULT_EPS, _eps, _shapes, kernelindex_layer_norm, norm_bytes, norm_flops
+from kernels._adapter import Built, Unavailable
+from kernels._providers import liger_attr, package_version
+from kernels._tensors import generator, input_shapes, leaf_copies, randn, torch_dtype
+from kernels.norm_engine import layer_norm
+from kernels.norm_engine.rerun import norm_bytes, norm_flops, workload_eps
 
 KERNEL = "layer_norm"
-GRAD_INPUTS = ("x", "weight", "bias")
-OUTPUT_NAMES = ("y",)
 PROVIDERS = ("kernelindex", "liger", "huggingface")
+IMPLIED: dict[str, str] = {}
+OUTPUT_NAMES = ("y",)
+GRAD_INPUTS = ("x", "weight", "bias")
+DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float64
 
 
-def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
-    s = _shapes(KERNEL, params)
+def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
+    s = input_shapes(KERNEL, params)
     gen = generator(seed, device)
     td = torch_dtype(dtype)
     return {
@@ -35,21 +34,21 @@ def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.
     }
 
 
-def reference(inputs: dict, params: dict | None = None):
-    eps = _eps(params or {})
+def reference(inputs, params):
+    eps = workload_eps(params)
     x = inputs["x"]
     mean = x.mean(-1, keepdim=True)
     var = (x - mean).pow(2).mean(-1, keepdim=True)
     return ((x - mean) * torch.rsqrt(var + eps) * inputs["weight"] + inputs["bias"],)
 
 
-def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
-    eps = _eps(params or {})
+def build(provider, inputs, params) -> Built:
+    eps = workload_eps(params)
     x = inputs["x"]
     hidden = x.shape[-1]
     if provider == "kernelindex":
         lv = leaf_copies(inputs, GRAD_INPUTS)
-        return Built(lambda: (kernelindex_layer_norm(lv["x"], lv["weight"], lv["bias"], eps),), lv,
+        return Built(lambda: (layer_norm(lv["x"], lv["weight"], lv["bias"], eps),), lv,
                      "KernelIndex Triton LayerNorm (fwd+bwd)", OUTPUT_NAMES)
     if provider == "torch":
         lv = leaf_copies(inputs, GRAD_INPUTS)
@@ -61,8 +60,8 @@ def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
         module = torch.nn.LayerNorm(hidden, eps=eps).to(device=x.device, dtype=x.dtype)
         label = f"torch.nn.LayerNorm (PyTorch {torch.__version__}), the upstream benchmark's huggingface provider"
     elif provider == "liger":
-        LigerLayerNorm = liger_attr(x, "layer_norm", "LigerLayerNorm")
-        module = LigerLayerNorm(hidden_size=hidden, eps=eps).to(device=x.device, dtype=x.dtype)
+        liger_layer_norm = liger_attr(x, "layer_norm", "LigerLayerNorm")
+        module = liger_layer_norm(hidden_size=hidden, eps=eps).to(device=x.device, dtype=x.dtype)
         label = f"Liger-Kernel {package_version('liger-kernel')} LigerLayerNorm"
     else:
         raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
@@ -70,7 +69,7 @@ def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
         module.weight.copy_(inputs["weight"])
         module.bias.copy_(inputs["bias"])
     return Built(lambda: (module(x_leaf),), {"x": x_leaf, "weight": module.weight, "bias": module.bias}, label,
-                 OUTPUT_NAMES, extra={"module": module})
+                 OUTPUT_NAMES)
 
 
 def bytes_moved(params, dtype, mode) -> int:
@@ -82,4 +81,5 @@ def flops(params, mode) -> int:
     return norm_flops(KERNEL, params, mode, 7, 11)
 
 
-__all__ = ["DEFAULT_EPS", "GRAD_INPUTS", "OUTPUT_NAMES", "build", "bytes_moved", "flops", "make_inputs", "reference"]
+def matmul_shapes(params) -> list[tuple[int, int, int]]:
+    return []

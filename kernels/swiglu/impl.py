@@ -1,52 +1,49 @@
-"""SwiGLU MLP (down(silu(gate(x)) * up(x))): the gated-MLP code of ``kernels.geglu.impl`` with SiLU."""
+"""SwiGLU's rerun adapter (``kernels._adapter.RerunAdapter``): down(silu(gate(x)) * up(x)).
+
+KernelIndex's provider is ``kernels.gated_mlp_engine.gated_mlp`` with the SiLU activation.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from kernels._impl_common import Built
-from kernels.geglu.impl import (
-    ACT_SILU,
-    GRAD_INPUTS,
-    OUTPUT_NAMES,
-    build_mlp,
-    make_mlp_inputs,
-    mlp_bytes,
-    mlp_flops,
-    mlp_matmul_shapes,
-)
+from kernels._adapter import Built
+from kernels.gated_mlp_engine import ACT_SILU
+from kernels.gated_mlp_engine import rerun as mlp
 
 KERNEL = "swiglu"
 PROVIDERS = ("kernelindex", "liger", "huggingface")
-REFERENCE_DTYPE = torch.float32
+OUTPUT_NAMES = mlp.OUTPUT_NAMES
+GRAD_INPUTS = mlp.GRAD_INPUTS
 IMPLIED = {"hidden_act": "silu"}
-
-__all__ = ["GRAD_INPUTS", "OUTPUT_NAMES", "PROVIDERS", "build", "bytes_moved", "flops", "make_inputs", "matmul_shapes",
-           "reference"]
-
-
-def make_inputs(params: dict, dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
-    return make_mlp_inputs(KERNEL, params, dtype, seed, device)
+DETERMINISTIC_INPUTS = ()
+# GEMMs at the rerun sizes in float64 take too long; the harness turns TF32 off for the reference.
+REFERENCE_DTYPE = torch.float32
+ACTIVATION = ACT_SILU
 
 
-def reference(inputs: dict, params: dict | None = None) -> tuple[torch.Tensor]:
+def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
+    return mlp.make_mlp_inputs(KERNEL, params, dtype, seed, device)
+
+
+def reference(inputs, params) -> tuple[torch.Tensor]:
     x, wg, wu, wd = inputs["x"], inputs["w_gate"], inputs["w_up"], inputs["w_down"]
     g = F.linear(x, wg)
     return (F.linear(g * torch.sigmoid(g) * F.linear(x, wu), wd),)
 
 
-def build(provider: str, inputs: dict, params: dict | None = None) -> Built:
-    return build_mlp(KERNEL, provider, inputs, "silu", ACT_SILU, "LigerSwiGLUMLP")
+def build(provider, inputs, params) -> Built:
+    return mlp.build_mlp(KERNEL, provider, inputs, IMPLIED["hidden_act"], ACTIVATION, "LigerSwiGLUMLP")
 
 
 def bytes_moved(params, dtype, mode) -> int:
-    return mlp_bytes(KERNEL, params, dtype, mode)
+    return mlp.mlp_bytes(KERNEL, params, dtype, mode)
 
 
 def flops(params, mode) -> int:
-    return mlp_flops(KERNEL, params, mode)
+    return mlp.mlp_flops(KERNEL, params, mode)
 
 
 def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return mlp_matmul_shapes(KERNEL, params)
+    return mlp.mlp_matmul_shapes(KERNEL, params)

@@ -1,0 +1,31 @@
+"""Facts about the CUDA device at hand that torch does not give: driver version, the SM clock ceiling."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+
+# The maximum SM clock of the H200s the committed evidence was measured on (nvidia-smi clocks.max.sm,
+# 1980 MHz), used only where nvidia-smi cannot be asked.
+FALLBACK_MAX_SM_CLOCK_HZ = 1.98e9
+
+
+def nvidia_smi(field: str) -> str | None:
+    """One ``nvidia-smi --query-gpu`` field of the first GPU, or None where nvidia-smi cannot answer."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0].strip() or None
+    except Exception:  # noqa: BLE001 - no nvidia-smi, no GPU, or an unexpected answer
+        return None
+
+
+@functools.cache
+def max_sm_clock_hz() -> float:
+    """The GPU's maximum SM clock, the rate ``torch.cuda._sleep`` cycles pass at their fastest (so a spin
+    of N cycles lasts at least N / this many seconds, whatever clock the card runs at)."""
+    reading = nvidia_smi("clocks.max.sm")
+    try:
+        return float(reading) * 1e6
+    except (TypeError, ValueError):
+        return FALLBACK_MAX_SM_CLOCK_HZ

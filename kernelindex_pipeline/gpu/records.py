@@ -1,0 +1,87 @@
+"""Evidence records: one JSON object per (provider, mode, metric) of a target, as ``evidence.py`` reads them."""
+
+from __future__ import annotations
+
+import math
+
+from kernels._adapter import RerunAdapter
+from kernelindex_pipeline.gpu import protocol as P
+
+
+def _clean(obj):
+    """JSON-safe: non-finite floats become null, tuples lists."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def achieved(nbytes: int, nflops: int, median_ns: int | None, env: dict) -> dict:
+    """Bandwidth and FLOP rate of a pass at its median latency, and their fractions of the session's
+    ceilings; all None without a latency."""
+    if not median_ns:
+        return {"bandwidth_tbps": None, "tflops": None, "fraction_of_copy_bandwidth": None,
+                "fraction_of_matmul_rate": None}
+    ceil = env["spec"]["ceilings"]
+    bw = nbytes / median_ns / 1e3
+    tf = nflops / median_ns / 1e3
+    return {"bandwidth_tbps": _sig(bw), "tflops": _sig(tf), "fraction_of_copy_bandwidth": _sig(bw / ceil["copyTBps"]),
+            "fraction_of_matmul_rate": _sig(tf / ceil["bf16MatmulTFLOPs"])}
+
+
+def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str, mode: str, metric: str,
+                    stats: dict | None, correctness: dict, env: dict, observed_at: str) -> dict:
+    """The record of one provider's ``metric`` in ``mode``; ``stats`` None (no timing) unless it passed."""
+    params, dtype = target["params"], target["dtype"]
+    nbytes = int(impl.bytes_moved(params, dtype, mode))
+    nflops = int(impl.flops(params, mode))
+    corr = {k: correctness[k] for k in ("seeds", "outputs", "gradients") if k in correctness}
+    if correctness.get("status") == "failed":
+        corr["reason"] = correctness.get("reason", "failed")
+    latency = metric == "latency"
+    return _clean({
+        "kernel": target["kernel"],
+        "provider": provider,
+        "implementation_label": label,
+        "mode": mode,
+        "metric": metric,
+        "unit": "ns" if latency else "bytes",
+        "median": stats.get("median") if stats else None,
+        "p20": stats.get("p20") if stats else None,
+        "p80": stats.get("p80") if stats else None,
+        "status": correctness.get("status", "failed"),
+        "correctness": corr,
+        "params": dict(params),
+        "dtype": dtype,
+        "implied": dict(impl.IMPLIED),
+        "bytes": nbytes,
+        "flops": nflops,
+        "achieved": achieved(nbytes, nflops, stats.get("median") if (stats and latency) else None, env),
+        "observed_at": observed_at,
+        "protocol": P.protocol_document(mode),
+        "environment": env,
+    })
+
+
+def summary_table(records: list[dict]) -> str:
+    """One line per record, for the end of a session's log."""
+    lines = [f"{'kernel':<12} {'workload':<44} {'mode':<8} {'provider':<12} {'metric':<11} {'median':>12} "
+             f"{'TB/s':>7} {'%copy':>6} {'%mm':>6} status"]
+    for r in records:
+        a = r["achieved"]
+        wl = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        med = r["median"]
+        med_s = "-" if med is None else (f"{med / 1e3:.1f}us" if r["metric"] == "latency" else f"{med / 2**20:.1f}MiB")
+        pct = lambda v: "-" if v is None else f"{100 * v:.1f}"  # noqa: E731
+        bw = "-" if a["bandwidth_tbps"] is None else f"{a['bandwidth_tbps']:.3f}"
+        lines.append(f"{r['kernel']:<12} {wl:<44} {r['mode']:<8} {r['provider']:<12} {r['metric']:<11} {med_s:>12} "
+                     f"{bw:>7} {pct(a['fraction_of_copy_bandwidth']):>6} {pct(a['fraction_of_matmul_rate']):>6} "
+                     f"{r['status']}")
+    return "\n".join(lines)
