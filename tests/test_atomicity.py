@@ -31,7 +31,7 @@ from conftest import (
 
 from kernelindex_pipeline.warehouse import PARQUET_TABLES
 
-KILLS = 24
+KILLS = 20
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_sigkill_at_random_instants_leaves_the_previous_or_the_next_warehouse_wh
         state = published_state(home)
         assert state in (before, after), f"kill {n} at {instant:.2f} s left a mixed warehouse"
         outcomes.append("after" if state == after else "before")
-        if n % 8 == 7:  # a killed run never stands in the way of the next one
+        if n % 10 == 9:  # a killed run never stands in the way of the next one
             ingest(home, next_source)
             assert published_state(home) == after
             parquet_rows_match_tables(home)
