@@ -1,5 +1,8 @@
 """`kernelindex export`: canonical manifests as JSON files, or static HTML record and group pages.
 
+Long because the page templates live beside the one query they render; the record site's own layout
+(kernel pages, index, incremental writes) is the next piece of work here.
+
 JSON layout (DIR):
     index.json              one entry per run: ids, title, group, digest, file
     runs/<run_id>.json      the run's canonical manifest, byte for byte as stored (its digests recompute)

@@ -3,6 +3,9 @@
 Every data line of a snapshot ends in exactly one place: an accepted observation (one run as one
 revision lists it) or a quarantine row with the reason it was refused. Row-level work is columnar;
 Python only touches the small dimension tables (distinct workloads, GPUs, implementations, protocols).
+
+Long because it is one data flow (parse, check, dimensions, identities, duplicates) whose SQL stages
+read each other's relations by name; split, one pipeline would be read across files.
 """
 
 from __future__ import annotations

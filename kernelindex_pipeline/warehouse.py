@@ -30,6 +30,7 @@ from pathlib import Path
 
 import duckdb
 
+from kernelindex_pipeline.schema import MIGRATIONS_SQL, SCHEMA_SQL
 from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
@@ -58,72 +59,6 @@ SANDBOX = {
 
 class WarehouseError(Exception):
     """The warehouse could not be read or published; the message says why, in one line."""
-
-
-SCHEMA_SQL = """
-CREATE TABLE IF NOT EXISTS snapshots (
-    revision_key VARCHAR, source VARCHAR, stream VARCHAR, source_file VARCHAR, commit VARCHAR,
-    committed_at TIMESTAMPTZ, sha256 VARCHAR, bytes BIGINT, location VARCHAR, state VARCHAR, problem VARCHAR,
-    publication BIGINT);
-CREATE TABLE IF NOT EXISTS observations (
-    run_id VARCHAR, dim_key UBIGINT, revision_key VARCHAR, line_number BIGINT, observed_at TIMESTAMP,
-    liger_version VARCHAR, median_value BIGINT, p20_value BIGINT, p80_value BIGINT,
-    source_p20 DOUBLE, source_p50 DOUBLE, source_p80 DOUBLE);
-CREATE TABLE IF NOT EXISTS run_keys (
-    dim_key UBIGINT, kernel_name VARCHAR, kernel_provider VARCHAR, kernel_operation_mode VARCHAR,
-    metric_name VARCHAR, metric_unit VARCHAR, x_name VARCHAR, x_value VARCHAR, extra_benchmark_config_str VARCHAR,
-    gpu_name VARCHAR, workload_slug VARCHAR, workload_digest VARCHAR, kernel_title VARCHAR, known_kernel BOOLEAN,
-    gpu VARCHAR, form_factor VARCHAR, architecture VARCHAR, environment_digest VARCHAR, implementation VARCHAR,
-    project VARCHAR, implementation_digest VARCHAR, metric VARCHAR, gpu_slug VARCHAR, protocol_digest VARCHAR,
-    id_prefix VARCHAR, id_suffix VARCHAR, title VARCHAR, comparison_key VARCHAR, evidence_level VARCHAR,
-    source VARCHAR);
-CREATE TABLE IF NOT EXISTS snapshot_quarantine (
-    revision_key VARCHAR, source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR,
-    raw_line VARCHAR);
-CREATE TABLE IF NOT EXISTS workloads (
-    workload_digest VARCHAR, kernel VARCHAR, workload_slug VARCHAR, definition VARCHAR,
-    shapes_known BOOLEAN);
-CREATE TABLE IF NOT EXISTS protocols (protocol_digest VARCHAR, name VARCHAR, manifest VARCHAR);
-CREATE TABLE IF NOT EXISTS environments (environment_digest VARCHAR, name VARCHAR, manifest VARCHAR);
-CREATE TABLE IF NOT EXISTS implementations (implementation_digest VARCHAR, provider VARCHAR, manifest VARCHAR);
-CREATE TABLE IF NOT EXISTS controlled_runs (
-    run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
-    operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
-    median_value BIGINT, p20_value BIGINT, p80_value BIGINT, gpu VARCHAR, form_factor VARCHAR, architecture VARCHAR,
-    workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR, status VARCHAR,
-    comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
-    implementation_digest VARCHAR, evidence_file VARCHAR, record JSON);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
-    operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
-    median_value BIGINT, p20_value BIGINT, p80_value BIGINT, gpu VARCHAR, form_factor VARCHAR, architecture VARCHAR,
-    workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR,
-    first_seen_revision VARCHAR, last_seen_revision VARCHAR, withdrawn_upstream BOOLEAN, comparison_key VARCHAR,
-    protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR, implementation_digest VARCHAR,
-    liger_version VARCHAR, status VARCHAR, known_kernel BOOLEAN, source_p20 DOUBLE, source_p50 DOUBLE,
-    source_p80 DOUBLE, source_unit VARCHAR);
-CREATE TABLE IF NOT EXISTS manifests (run_id VARCHAR, manifest VARCHAR, run_digest VARCHAR);
-CREATE TABLE IF NOT EXISTS ranks (
-    run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT, evidence_level VARCHAR);
-CREATE TABLE IF NOT EXISTS quarantine (
-    source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR, raw_line VARCHAR,
-    revision_key VARCHAR);
-CREATE TABLE IF NOT EXISTS evidence_quarantine (
-    revision_key VARCHAR, source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR,
-    raw_line VARCHAR);
-CREATE TABLE IF NOT EXISTS ingest_state (key VARCHAR, value VARCHAR);
-CREATE TABLE IF NOT EXISTS claim_checks (
-    comparison_key VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR, workload_slug VARCHAR,
-    source_gpu VARCHAR, a_implementation VARCHAR, a_provider VARCHAR, a_run_id VARCHAR, b_implementation VARCHAR,
-    b_provider VARCHAR, b_run_id VARCHAR, source_a_median BIGINT, source_b_median BIGINT, source_ratio DOUBLE,
-    source_order VARCHAR, protocol VARCHAR, rerun_gpu VARCHAR, evidence_file VARCHAR, rerun_a_run_id VARCHAR,
-    rerun_b_run_id VARCHAR, rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_a BIGINT, n_b BIGINT,
-    verdict VARCHAR, reason VARCHAR, host_bound BOOLEAN);
-CREATE TABLE IF NOT EXISTS reproductions (
-    controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,
-    provider VARCHAR, workload_slug VARCHAR, source_gpu VARCHAR, controlled_median BIGINT, source_median BIGINT,
-    ratio_of_medians DOUBLE, source_order VARCHAR, controlled_order VARCHAR, order_held BOOLEAN);
-"""
 
 
 def default_home() -> Path:
@@ -327,13 +262,6 @@ class Warehouse:
         if not self.landing_dir.is_dir():
             return []
         return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(self.landing_dir.glob("*.json"))]
-
-
-MIGRATIONS_SQL = """
-ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS state VARCHAR;
-ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS problem VARCHAR;
-ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS publication BIGINT;
-"""
 
 
 def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckDBPyConnection:
