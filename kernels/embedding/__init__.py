@@ -1,0 +1,1 @@
+"""Embedding: a lookup of token ids into a table of vectors."""

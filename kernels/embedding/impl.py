@@ -1,0 +1,125 @@
+"""Embedding's rerun adapter (``kernels._adapter.RerunAdapter``): y = weight[indices], indices [batch, seq]
+into a [vocab, dim] table.
+
+Inputs follow Liger-Kernel's ``benchmark/scripts/benchmark_embedding.py``: ids drawn uniformly from
+``[0, vocab)`` and a standard-normal table (``torch.nn.Embedding``'s own initialization).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import version
+
+import torch
+
+import kernels
+from kernels._adapter import Built, Unavailable
+
+KERNEL = "embedding"
+# Upstream's "huggingface" (its first script) and "torch" (its current one) are both eager torch.nn.Embedding.
+PROVIDERS = ("liger", "huggingface", "torch", "torch_compile")
+IMPLIED: dict[str, str] = {}
+OUTPUT_NAMES = ("y",)
+GRAD_INPUTS = ("weight",)
+DETERMINISTIC_INPUTS = ()
+REFERENCE_DTYPE = torch.float64
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
+INDEX_BYTES = 8
+
+
+def _shapes(params) -> dict[str, list[int]]:
+    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except Exception:  # noqa: BLE001 - a missing version only changes the label
+        return "(version unknown)"
+
+
+def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
+    s = _shapes(params)
+    gen = torch.Generator(device=torch.device(device))
+    gen.manual_seed(int(seed))
+    vocab = s["weight"][0]
+    indices = torch.randint(0, vocab, tuple(s["indices"]), generator=gen, device=device, dtype=torch.int64)
+    weight = torch.randn(tuple(s["weight"]), generator=gen, device=device, dtype=torch.float32)
+    return {"indices": indices, "weight": weight.to(DTYPES[dtype])}
+
+
+def reference(inputs, params):
+    return (inputs["weight"][inputs["indices"]],)
+
+
+def _liger_embedding(weight: torch.Tensor):
+    """Liger's (experimental) Embedding module class; Unavailable where its Triton kernels cannot run."""
+    if not weight.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
+    try:
+        from liger_kernel.transformers.experimental.embedding import LigerEmbedding
+    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
+        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+    return LigerEmbedding
+
+
+def _compiled(module: torch.nn.Module, indices: torch.Tensor):
+    """``torch.compile(module)`` as upstream builds it (default inductor settings).
+
+    Off CUDA, inductor needs a working C++ toolchain; one forward and backward here compiles both graphs,
+    so that a toolchain that cannot build them makes the provider unavailable rather than failed. The
+    warm-up's weight gradient is dropped.
+    """
+    compiled = torch.compile(module)
+    if not indices.is_cuda:
+        try:
+            compiled(indices).sum().backward()
+        except Exception as exc:  # noqa: BLE001 - any compile failure means torch.compile cannot run here
+            raise Unavailable(f"torch.compile cannot compile on {indices.device.type} here: {exc}"[:500]) from exc
+        module.weight.grad = None
+    return compiled
+
+
+def build(provider, inputs, params) -> Built:
+    indices, weight = inputs["indices"], inputs["weight"]
+    vocab, dim = weight.shape
+    if provider == "liger":
+        module = _liger_embedding(weight)(vocab, dim)
+        label = f"Liger-Kernel {_version('liger-kernel')} LigerEmbedding (experimental, Triton)"
+    elif provider in ("huggingface", "torch", "torch_compile"):
+        module = torch.nn.Embedding(vocab, dim)
+        label = f"torch.nn.Embedding (PyTorch {torch.__version__}), upstream's {provider} provider"
+    else:
+        raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+    module = module.to(device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        module.weight.copy_(weight)
+    run = module
+    if provider == "torch_compile":
+        run = _compiled(module, indices)
+        label = f"torch.compile(torch.nn.Embedding), default inductor settings (PyTorch {torch.__version__})"
+    return Built(lambda: (run(indices),), {"weight": module.weight}, label, OUTPUT_NAMES)
+
+
+def bytes_moved(params, dtype, mode) -> int:
+    """Forward reads the ids and the looked-up rows and writes y; backward reads the ids and dy and writes
+    the whole table's gradient; full reads ids, rows and dy once and writes y and the table's gradient."""
+    s = _shapes(params)
+    e = BYTES_PER_ELEMENT[dtype]
+    tokens = s["indices"][0] * s["indices"][1]
+    ids = tokens * INDEX_BYTES
+    rows = tokens * s["weight"][1] * e
+    table = s["weight"][0] * s["weight"][1] * e
+    return {"forward": ids + 2 * rows, "backward": ids + rows + table, "full": ids + 3 * rows + table}[mode]
+
+
+def flops(params, mode) -> int:
+    """The lookup is a gather (no arithmetic); its backward adds each token's dy row into the table."""
+    s = _shapes(params)
+    adds = s["indices"][0] * s["indices"][1] * s["weight"][1]
+    return {"forward": 0, "backward": adds, "full": adds}[mode]
+
+
+def matmul_shapes(params) -> list[tuple[int, int, int]]:
+    return []

@@ -1,0 +1,1 @@
+"""Fused residual add + RMSNorm: s = x + residual, y = RMSNorm(s), both returned."""

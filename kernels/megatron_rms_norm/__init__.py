@@ -1,0 +1,1 @@
+"""RMSNorm in Megatron-LM's layout: x [seq, batch, hidden], normalized over hidden."""
