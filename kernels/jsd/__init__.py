@@ -1,0 +1,1 @@
+"""Jensen-Shannon divergence: the rerun adapter lives in ``impl``; the spec in ``kernels.losses``."""

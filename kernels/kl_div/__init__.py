@@ -1,0 +1,1 @@
+"""KL divergence: the rerun adapter lives in ``impl``; the spec in ``kernels.losses``."""

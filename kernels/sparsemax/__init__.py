@@ -1,0 +1,1 @@
+"""Sparsemax: the rerun adapter lives in ``impl``; the spec in ``kernels.misc``."""
