@@ -10,6 +10,9 @@ rename of the `current` link; `kernelindex.duckdb` and `tables/` are fixed links
 - the DuckDB file and its Parquet copies change together, never one without the other.
 
 Writers take turns through an exclusive file lock (`.writer.lock`); nothing else is locked.
+
+Long because the publication protocol (stage, change, compact, write the Parquet set, fsync, rename,
+collect old generations) is one sequence whose order is the guarantee; it reads best in one place.
 """
 
 from __future__ import annotations

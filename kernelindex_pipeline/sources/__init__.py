@@ -19,7 +19,8 @@ from kernelindex_pipeline.sources.base import (
     utc_iso,
 )
 from kernelindex_pipeline.sources.directory import DirectorySource
-from kernelindex_pipeline.sources.github import GitHubSource, HttpClient
+from kernelindex_pipeline.sources.github import GitHubSource
+from kernelindex_pipeline.sources.http import HttpClient
 
 
 def open_source(location: str, **http_options) -> Source:
