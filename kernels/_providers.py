@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from importlib.metadata import version
 
 from kernels._adapter import Unavailable
@@ -23,3 +24,27 @@ def liger_attr(device_tensor, module: str, name: str):
         return getattr(importlib.import_module(f"liger_kernel.transformers.{module}"), name)
     except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
         raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+
+
+# Why a Liger provider whose Triton kernels may also run under Triton's CPU interpreter is unavailable.
+LIGER_TRITON_NEEDS = "liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)"
+LIGER_TRITON_NEEDS_ON_CPU = "liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)"
+
+
+def liger_triton_attr(device_tensor, module: str, name: str, needs: str = LIGER_TRITON_NEEDS, *,
+                      package: str = "liger_kernel.transformers", what: str = "liger_kernel"):
+    """``name`` from ``<package>.<module>``; as ``liger_attr``, but Triton's CPU interpreter (TRITON_INTERPRET=1)
+    also runs it. Unavailable (``needs``) off CUDA without the interpreter, or (``what`` not importable) when
+    it cannot be imported."""
+    if not device_tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise Unavailable(needs)
+    try:
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
+        raise Unavailable(f"{what} not importable: {exc}") from exc
+
+
+def version_label(name: str) -> str:
+    """``package_version`` for a label: "(version unknown)" where it is unknown."""
+    found = package_version(name)
+    return "(version unknown)" if found is None else found

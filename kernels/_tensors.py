@@ -61,3 +61,19 @@ def leaf_copies(inputs: Mapping[str, torch.Tensor], names) -> dict[str, torch.Te
 
 def as_tuple(out) -> tuple:
     return out if isinstance(out, tuple) else (out,)
+
+
+# The dtype names the Liger-benchmark rerun adapters take (half and single precision, no fp64), and their
+# sizes; indexing either with another name raises KeyError.
+RERUN_DTYPES: Mapping[str, torch.dtype] = {name: TORCH_DTYPES[name] for name in ("bf16", "fp16", "fp32")}
+RERUN_BYTES: Mapping[str, int] = {name: BYTES_PER_ELEMENT[name] for name in RERUN_DTYPES}
+
+
+def required_input_shapes(kernel: str, params: Mapping[str, object], shown=None) -> dict[str, list[int]]:
+    """``input_shapes``, but a ValueError naming the parameters (``shown``, else ``params``) where the spec
+    gives none for them."""
+    tensors = kernels.lookup(kernel).input_tensors(params, None)
+    if tensors is None:
+        named = dict(params if shown is None else shown)
+        raise ValueError(f"{kernel}: the spec gives no input shapes for parameters {named}")
+    return {t["name"]: t["shape"] for t in tensors}

@@ -14,15 +14,14 @@ one pass see those values; upstream's benchmark reuses its tensor the same way.
 
 from __future__ import annotations
 
-import os
-from importlib import import_module
 from importlib.metadata import version
 
 import torch
 import torch.nn.functional as F
 
-from kernels import lookup
 from kernels._adapter import Built, Unavailable
+from kernels._providers import liger_triton_attr
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, randn, required_input_shapes
 
 KERNEL = "cross_entropy"
 PROVIDERS = ("liger", "torch", "huggingface")
@@ -42,9 +41,6 @@ MODEL_VOCAB = {
     "deepseek_v2_lite": 102400,
     "deepseek_v3": 129280,
 }
-
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 _INDEX_BYTES = 8
 
 
@@ -60,23 +56,14 @@ def resolved_params(params) -> dict:
 
 
 def _shapes(params) -> dict[str, list[int]]:
-    tensors = lookup(KERNEL).input_tensors(resolved_params(params), None)
-    if tensors is None:
-        raise ValueError(f"{KERNEL}: the spec gives no input shapes for parameters {dict(params)}")
-    return {t["name"]: t["shape"] for t in tensors}
-
-
-def _generator(seed, device) -> torch.Generator:
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    return gen
+    return required_input_shapes(KERNEL, resolved_params(params), shown=params)
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
     s = _shapes(params)
     tokens, vocab = s["logits"]
-    gen = _generator(seed, device)
-    logits = torch.randn((tokens, vocab), generator=gen, device=device, dtype=torch.float32).to(_DTYPES[dtype])
+    gen = generator(seed, device)
+    logits = randn((tokens, vocab), RERUN_DTYPES[dtype], gen, device)
     target = torch.randint(vocab, (tokens,), generator=gen, device=device, dtype=torch.int64)
     return {"logits": logits, "target": target}
 
@@ -85,21 +72,11 @@ def reference(inputs, params) -> tuple[torch.Tensor]:
     return (F.cross_entropy(inputs["logits"], inputs["target"], reduction="mean"),)
 
 
-def _liger_class(tensor, module, name):
-    """A Liger-Kernel class; its Triton kernels need CUDA, or Triton's CPU interpreter in tests."""
-    if not tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
-    try:
-        return getattr(import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-
-
 def build(provider, inputs, params) -> Built:
     logits = inputs["logits"].detach().clone().requires_grad_(True)
     target = inputs["target"]
     if provider == "liger":
-        loss_fn = _liger_class(logits, "cross_entropy", "LigerCrossEntropyLoss")()
+        loss_fn = liger_triton_attr(logits, "cross_entropy", "LigerCrossEntropyLoss")()
         label = f"Liger-Kernel {version('liger-kernel')} LigerCrossEntropyLoss"
     elif provider == "torch":
         loss_fn = torch.nn.CrossEntropyLoss()
@@ -117,7 +94,7 @@ def bytes_moved(params, dtype, mode) -> int:
     """Forward: read logits and targets, write the loss. Backward: read logits, targets and the loss's
     gradient, write the logits' gradient. Full: those inputs once, the loss and the gradient once."""
     tokens, vocab = _shapes(params)["logits"]
-    e = _BYTES[dtype]
+    e = RERUN_BYTES[dtype]
     logits = tokens * vocab * e
     target = tokens * _INDEX_BYTES
     return {

@@ -7,13 +7,11 @@ Inputs follow Liger-Kernel's ``benchmark/scripts/benchmark_embedding.py``: ids d
 
 from __future__ import annotations
 
-import os
-from importlib.metadata import version
-
 import torch
 
-import kernels
 from kernels._adapter import Built, Unavailable
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes
 
 KERNEL = "embedding"
 # Upstream's "huggingface" (its first script) and "torch" (its current one) are both eager torch.nn.Embedding.
@@ -23,45 +21,20 @@ OUTPUT_NAMES = ("y",)
 GRAD_INPUTS = ("weight",)
 DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float64
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
 INDEX_BYTES = 8
 
 
-def _shapes(params) -> dict[str, list[int]]:
-    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
-
-
-def _version(package: str) -> str:
-    try:
-        return version(package)
-    except Exception:  # noqa: BLE001 - a missing version only changes the label
-        return "(version unknown)"
-
-
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
+    s = input_shapes(KERNEL, params)
+    gen = generator(seed, device)
     vocab = s["weight"][0]
     indices = torch.randint(0, vocab, tuple(s["indices"]), generator=gen, device=device, dtype=torch.int64)
     weight = torch.randn(tuple(s["weight"]), generator=gen, device=device, dtype=torch.float32)
-    return {"indices": indices, "weight": weight.to(DTYPES[dtype])}
+    return {"indices": indices, "weight": weight.to(RERUN_DTYPES[dtype])}
 
 
 def reference(inputs, params):
     return (inputs["weight"][inputs["indices"]],)
-
-
-def _liger_embedding(weight: torch.Tensor):
-    """Liger's (experimental) Embedding module class; Unavailable where its Triton kernels cannot run."""
-    if not weight.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
-    try:
-        from liger_kernel.transformers.experimental.embedding import LigerEmbedding
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-    return LigerEmbedding
 
 
 def _compiled(module: torch.nn.Module, indices: torch.Tensor):
@@ -85,8 +58,10 @@ def build(provider, inputs, params) -> Built:
     indices, weight = inputs["indices"], inputs["weight"]
     vocab, dim = weight.shape
     if provider == "liger":
-        module = _liger_embedding(weight)(vocab, dim)
-        label = f"Liger-Kernel {_version('liger-kernel')} LigerEmbedding (experimental, Triton)"
+        liger_embedding = liger_triton_attr(weight, "experimental.embedding", "LigerEmbedding",
+                                            LIGER_TRITON_NEEDS_ON_CPU)
+        module = liger_embedding(vocab, dim)
+        label = f"Liger-Kernel {version_label('liger-kernel')} LigerEmbedding (experimental, Triton)"
     elif provider in ("huggingface", "torch", "torch_compile"):
         module = torch.nn.Embedding(vocab, dim)
         label = f"torch.nn.Embedding (PyTorch {torch.__version__}), upstream's {provider} provider"
@@ -105,8 +80,8 @@ def build(provider, inputs, params) -> Built:
 def bytes_moved(params, dtype, mode) -> int:
     """Forward reads the ids and the looked-up rows and writes y; backward reads the ids and dy and writes
     the whole table's gradient; full reads ids, rows and dy once and writes y and the table's gradient."""
-    s = _shapes(params)
-    e = BYTES_PER_ELEMENT[dtype]
+    s = input_shapes(KERNEL, params)
+    e = RERUN_BYTES[dtype]
     tokens = s["indices"][0] * s["indices"][1]
     ids = tokens * INDEX_BYTES
     rows = tokens * s["weight"][1] * e
@@ -116,7 +91,7 @@ def bytes_moved(params, dtype, mode) -> int:
 
 def flops(params, mode) -> int:
     """The lookup is a gather (no arithmetic); its backward adds each token's dy row into the table."""
-    s = _shapes(params)
+    s = input_shapes(KERNEL, params)
     adds = s["indices"][0] * s["indices"][1] * s["weight"][1]
     return {"forward": 0, "backward": adds, "full": adds}[mode]
 

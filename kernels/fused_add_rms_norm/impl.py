@@ -8,14 +8,11 @@ against non-trivial values. Both outputs take upstream gradients, as the script'
 
 from __future__ import annotations
 
-import importlib
-import os
-from importlib.metadata import version
-
 import torch
 
-import kernels
 from kernels._adapter import Built, Unavailable
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, randn
 
 KERNEL = "fused_add_rms_norm"
 # "huggingface" (the script's first name) and "torch" (its current one) are the script's NaiveAddRMSNorm.
@@ -26,25 +23,6 @@ GRAD_INPUTS = ("x", "residual", "weight")
 DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float64
 EPS = 1e-6
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
-
-
-def _randn(shape, dtype, gen, device, scale=1.0, shift=0.0) -> torch.Tensor:
-    """Normal values drawn in float32 from ``gen`` then cast, so every dtype sees the same draw."""
-    t = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
-    return (t * scale + shift).to(dtype)
-
-
-def _version(package: str) -> str:
-    try:
-        return version(package)
-    except Exception:  # noqa: BLE001 - a missing version only changes the label
-        return "(version unknown)"
 
 
 def _eps(params) -> float:
@@ -52,14 +30,13 @@ def _eps(params) -> float:
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    td = DTYPES[dtype]
+    s = input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     return {
-        "x": _randn(s["x"], td, gen, device),
-        "residual": _randn(s["residual"], td, gen, device),
-        "weight": _randn(s["weight"], td, gen, device, scale=0.1, shift=1.0),
+        "x": randn(s["x"], td, gen, device),
+        "residual": randn(s["residual"], td, gen, device),
+        "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0),
     }
 
 
@@ -85,34 +62,27 @@ def _add_liger_rms_norm(x, residual, weight, rms_norm):
     return weight * rms_norm(h).to(x.dtype), s.to(x.dtype)
 
 
-def _liger(x: torch.Tensor, module: str, name: str):
-    """``liger_kernel.transformers.<module>.<name>``; Unavailable where its Triton kernels cannot run."""
-    if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
-    try:
-        return getattr(importlib.import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-
-
 def build(provider, inputs, params) -> Built:
     eps = _eps(params)
     x = inputs["x"]
     hidden = x.shape[-1]
-    leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in GRAD_INPUTS}
+    leaves = leaf_copies(inputs, GRAD_INPUTS)
     lx, lr, lw = leaves["x"], leaves["residual"], leaves["weight"]
     if provider == "liger_fused_add_rms_norm":
-        module = _liger(x, "fused_add_rms_norm", "LigerFusedAddRMSNorm")(hidden_size=hidden, eps=eps)
+        liger_fused = liger_triton_attr(x, "fused_add_rms_norm", "LigerFusedAddRMSNorm", LIGER_TRITON_NEEDS_ON_CPU)
+        module = liger_fused(hidden_size=hidden, eps=eps)
         module = module.to(device=x.device, dtype=x.dtype)
         with torch.no_grad():
             module.weight.copy_(inputs["weight"])
         leaves["weight"] = module.weight
         return Built(lambda: module(lx, lr), leaves,
-                     f"Liger-Kernel {_version('liger-kernel')} LigerFusedAddRMSNorm (Triton)", OUTPUT_NAMES)
+                     f"Liger-Kernel {version_label('liger-kernel')} LigerFusedAddRMSNorm (Triton)", OUTPUT_NAMES)
     if provider == "liger_rms_norm":
-        rms_norm = _liger(x, "rms_norm", "LigerRMSNorm")(hidden, eps, in_place=False).to(x.device)
+        liger_rms_norm = liger_triton_attr(x, "rms_norm", "LigerRMSNorm", LIGER_TRITON_NEEDS_ON_CPU)
+        rms_norm = liger_rms_norm(hidden, eps, in_place=False).to(x.device)
         return Built(lambda: _add_liger_rms_norm(lx, lr, lw, rms_norm), leaves,
-                     f"eager add + Liger-Kernel {_version('liger-kernel')} LigerRMSNorm (upstream AddLigerRMSNorm)",
+                     f"eager add + Liger-Kernel {version_label('liger-kernel')} LigerRMSNorm "
+                     "(upstream AddLigerRMSNorm)",
                      OUTPUT_NAMES)
     if provider in ("huggingface", "torch"):
         return Built(lambda: _naive_add_rms_norm(lx, lr, lw, eps), leaves,
@@ -124,8 +94,8 @@ def bytes_moved(params, dtype, mode) -> int:
     """Forward reads x, residual, weight and writes y and s; backward reads dy, ds, s (or x and residual)
     and weight and writes dx, dresidual (one tensor in a fused kernel, counted once) and dweight; full reads
     x, residual, weight, dy, ds once and writes y, s, dx and dweight. Per-row rstd is not counted."""
-    s = _shapes(params)
-    e = BYTES_PER_ELEMENT[dtype]
+    s = input_shapes(KERNEL, params)
+    e = RERUN_BYTES[dtype]
     xb = s["x"][0] * s["x"][1] * e
     wb = s["weight"][0] * e
     return {"forward": 4 * xb + wb, "backward": 4 * xb + 2 * wb, "full": 7 * xb + 2 * wb}[mode]
@@ -134,7 +104,7 @@ def bytes_moved(params, dtype, mode) -> int:
 def flops(params, mode) -> int:
     """Per element: forward about 5 (add, square, sum, normalize, scale); backward about 9 (RMSNorm's 8
     plus adding ds into the gradient of the sum)."""
-    s = _shapes(params)
+    s = input_shapes(KERNEL, params)
     n = s["x"][0] * s["x"][1]
     return {"forward": 5 * n, "backward": 9 * n, "full": 14 * n}[mode]
 

@@ -13,14 +13,13 @@ GPU holds, while float32 is far more precise than the bfloat16 passes it checks.
 from __future__ import annotations
 
 import math
-import os
-from importlib.metadata import version
 
 import torch
 import torch.nn.functional as F
 
-import kernels
 from kernels._adapter import Built, Unavailable
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies
 
 KERNEL = "fused_linear_cross_entropy"
 # "huggingface" (the script's first name) and "torch" (its current one) are its TorchLMHeadCE;
@@ -32,34 +31,20 @@ GRAD_INPUTS = ("x", "weight")
 DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float32
 IGNORE_INDEX = -100
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
 INDEX_BYTES = 8
 LOSS_BYTES = 4
 
 
-def _shapes(params) -> dict[str, list[int]]:
-    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
-
-
-def _version(package: str) -> str:
-    try:
-        return version(package)
-    except Exception:  # noqa: BLE001 - a missing version only changes the label
-        return "(version unknown)"
-
-
 def _dims(params) -> tuple[int, int, int]:
     """(tokens, hidden, vocab) of a workload."""
-    s = _shapes(params)
+    s = input_shapes(KERNEL, params)
     return s["x"][0], s["x"][1], s["weight"][0]
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    td = DTYPES[dtype]
+    s = input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     tokens, hidden = s["x"]
     vocab = s["weight"][0]
     x = torch.randn((tokens, hidden), generator=gen, device=device, dtype=torch.float32)
@@ -78,25 +63,17 @@ def _torch_lm_head_ce(x, weight, target):
     return F.cross_entropy(F.linear(x, weight), target, ignore_index=IGNORE_INDEX, reduction="mean")
 
 
-def _liger_loss(x: torch.Tensor):
-    if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
-    try:
-        from liger_kernel.transformers.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyLoss
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-    return LigerFusedLinearCrossEntropyLoss
-
-
 def build(provider, inputs, params) -> Built:
-    leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in GRAD_INPUTS}
+    leaves = leaf_copies(inputs, GRAD_INPUTS)
     x, weight, target = leaves["x"], leaves["weight"], inputs["target"]
     if provider in ("liger", "liger-fp32-accum"):
         accum = torch.float32 if provider == "liger-fp32-accum" else None
-        loss = _liger_loss(x)(ignore_index=IGNORE_INDEX, reduction="mean", accum_dtype=accum)
+        liger_loss = liger_triton_attr(x, "fused_linear_cross_entropy", "LigerFusedLinearCrossEntropyLoss",
+                                       LIGER_TRITON_NEEDS_ON_CPU)
+        loss = liger_loss(ignore_index=IGNORE_INDEX, reduction="mean", accum_dtype=accum)
         suffix = ", float32 accumulation" if accum is not None else ""
         return Built(lambda: (loss(weight, x, target),), leaves,
-                     f"Liger-Kernel {_version('liger-kernel')} LigerFusedLinearCrossEntropyLoss (Triton{suffix})",
+                     f"Liger-Kernel {version_label('liger-kernel')} LigerFusedLinearCrossEntropyLoss (Triton{suffix})",
                      OUTPUT_NAMES)
     if provider in ("huggingface", "torch"):
         return Built(lambda: (_torch_lm_head_ce(x, weight, target),), leaves,
@@ -109,7 +86,7 @@ def bytes_moved(params, dtype, mode) -> int:
     """Without materialized logits: forward reads x, weight and the targets and writes the loss; backward
     reads them again and writes dx and dweight; full reads them once and writes the loss, dx and dweight."""
     tokens, hidden, vocab = _dims(params)
-    e = BYTES_PER_ELEMENT[dtype]
+    e = RERUN_BYTES[dtype]
     xb, wb, tb = tokens * hidden * e, vocab * hidden * e, tokens * INDEX_BYTES
     reads = xb + wb + tb
     return {"forward": reads + LOSS_BYTES, "backward": reads + xb + wb, "full": reads + LOSS_BYTES + xb + wb}[mode]

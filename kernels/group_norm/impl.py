@@ -8,13 +8,11 @@ their gradients are checked against non-trivial values.
 
 from __future__ import annotations
 
-import os
-from importlib.metadata import version
-
 import torch
 
-import kernels
 from kernels._adapter import Built, Unavailable
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, randn
 
 KERNEL = "group_norm"
 # Upstream's "huggingface" (its first script) and "torch" (its current one) are both torch.nn.GroupNorm;
@@ -28,25 +26,6 @@ REFERENCE_DTYPE = torch.float64
 # The upstream script's extra benchmark config, used where a workload leaves them out.
 CHANNELS_PER_GROUP = 4
 EPS = 1e-6
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
-
-
-def _randn(shape, dtype, gen, device, scale=1.0, shift=0.0) -> torch.Tensor:
-    """Normal values drawn in float32 from ``gen`` then cast, so every dtype sees the same draw."""
-    t = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
-    return (t * scale + shift).to(dtype)
-
-
-def _version(package: str) -> str:
-    try:
-        return version(package)
-    except Exception:  # noqa: BLE001 - a missing version only changes the label
-        return "(version unknown)"
 
 
 def _eps(params) -> float:
@@ -58,14 +37,13 @@ def _groups(params, channels: int) -> int:
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    td = DTYPES[dtype]
+    s = input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     return {
-        "x": _randn(s["x"], td, gen, device),
-        "weight": _randn(s["weight"], td, gen, device, scale=0.1, shift=1.0),
-        "bias": _randn(s["bias"], td, gen, device, scale=0.1),
+        "x": randn(s["x"], td, gen, device),
+        "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0),
+        "bias": randn(s["bias"], td, gen, device, scale=0.1),
     }
 
 
@@ -79,24 +57,14 @@ def reference(inputs, params):
     return (y * w[None, :, None] + b[None, :, None],)
 
 
-def _liger_group_norm(x: torch.Tensor):
-    """Liger's GroupNorm module class; Unavailable where its Triton kernels cannot run."""
-    if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
-    try:
-        from liger_kernel.transformers.group_norm import LigerGroupNorm
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-    return LigerGroupNorm
-
-
 def build(provider, inputs, params) -> Built:
     x = inputs["x"]
     channels = x.shape[1]
     groups, eps = _groups(params, channels), _eps(params)
     if provider in ("liger", "liger_triton"):
-        module = _liger_group_norm(x)(num_channels=channels, num_groups=groups, eps=eps)
-        label = f"Liger-Kernel {_version('liger-kernel')} LigerGroupNorm (Triton)"
+        liger_group_norm = liger_triton_attr(x, "group_norm", "LigerGroupNorm", LIGER_TRITON_NEEDS_ON_CPU)
+        module = liger_group_norm(num_channels=channels, num_groups=groups, eps=eps)
+        label = f"Liger-Kernel {version_label('liger-kernel')} LigerGroupNorm (Triton)"
     elif provider in ("huggingface", "torch"):
         module = torch.nn.GroupNorm(num_groups=groups, num_channels=channels, eps=eps)
         label = f"torch.nn.GroupNorm (PyTorch {torch.__version__}), upstream's {provider} provider"
@@ -115,8 +83,8 @@ def bytes_moved(params, dtype, mode) -> int:
     """Forward reads x, weight, bias and writes y; backward reads dy, x, weight and writes dx, dweight,
     dbias; full reads x, weight, bias, dy once and writes y, dx, dweight, dbias. The saved per-group
     mean and rstd are not counted."""
-    s = _shapes(params)
-    e = BYTES_PER_ELEMENT[dtype]
+    s = input_shapes(KERNEL, params)
+    e = RERUN_BYTES[dtype]
     xb = s["x"][0] * s["x"][1] * s["x"][2] * e
     cb = s["weight"][0] * e
     return {"forward": 2 * xb + 2 * cb, "backward": 3 * xb + 3 * cb, "full": 4 * xb + 4 * cb}[mode]
@@ -125,7 +93,7 @@ def bytes_moved(params, dtype, mode) -> int:
 def flops(params, mode) -> int:
     """Per element of x: forward about 7 (mean, centre, square, sum, normalize, scale, shift); backward
     about 11 (the two group reductions, dx, and the weight and bias reductions)."""
-    x = _shapes(params)["x"]
+    x = input_shapes(KERNEL, params)["x"]
     n = x[0] * x[1] * x[2]
     return {"forward": 7 * n, "backward": 11 * n, "full": 18 * n}[mode]
 

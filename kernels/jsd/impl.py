@@ -13,14 +13,13 @@ log-softmax that made ``input``; here ``input`` is the leaf, so only the diverge
 
 from __future__ import annotations
 
-import os
-from importlib import import_module
 from importlib.metadata import version
 
 import torch
 
-from kernels import lookup
 from kernels._adapter import Built, Unavailable
+from kernels._providers import liger_triton_attr
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, required_input_shapes
 
 KERNEL = "jsd"
 PROVIDERS = ("liger", "torch")
@@ -31,31 +30,15 @@ DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float64
 BETA = 0.5
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    tensors = lookup(KERNEL).input_tensors(params, None)
-    if tensors is None:
-        raise ValueError(f"{KERNEL}: the spec gives no input shapes for parameters {dict(params)}")
-    return {t["name"]: t["shape"] for t in tensors}
-
-
-def _generator(seed, device) -> torch.Generator:
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    return gen
-
 
 def _beta(params) -> float:
     return float(params.get("beta", BETA))
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = _generator(seed, device)
-    td = _DTYPES[dtype]
+    s = required_input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     out = {}
     for name in ("input", "target"):
         draw = torch.randn(tuple(s[name]), generator=gen, device=device, dtype=torch.float32)
@@ -89,22 +72,12 @@ class TorchJSD(torch.nn.Module):
         return (per_token / log_q.shape[0]).sum().float()
 
 
-def _liger_class(tensor, module, name):
-    """A Liger-Kernel class; its Triton kernels need CUDA, or Triton's CPU interpreter in tests."""
-    if not tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
-    try:
-        return getattr(import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-
-
 def build(provider, inputs, params) -> Built:
     log_q = inputs["input"].detach().clone().requires_grad_(True)
     log_p = inputs["target"]
     beta = _beta(params)
     if provider == "liger":
-        loss_fn = _liger_class(log_q, "jsd", "LigerJSD")(beta=beta)
+        loss_fn = liger_triton_attr(log_q, "jsd", "LigerJSD")(beta=beta)
         label = f"Liger-Kernel {version('liger-kernel')} LigerJSD"
     elif provider == "torch":
         loss_fn = TorchJSD(beta=beta)
@@ -117,8 +90,8 @@ def build(provider, inputs, params) -> Built:
 def bytes_moved(params, dtype, mode) -> int:
     """Forward: read input and target, write the loss. Backward: read input, target and the loss's
     gradient, write the input's gradient. Full: the inputs once, the loss and the gradient once."""
-    tokens, vocab = _shapes(params)["input"]
-    e = _BYTES[dtype]
+    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
+    e = RERUN_BYTES[dtype]
     one = tokens * vocab * e
     return {"forward": 2 * one + e, "backward": 3 * one + e, "full": 3 * one + 2 * e}[mode]
 
@@ -126,7 +99,7 @@ def bytes_moved(params, dtype, mode) -> int:
 def flops(params, mode) -> int:
     """Per element: forward 12 (two exps, the mixture's 3 and its log, two differences, two weighted
     products, the sum); backward 4 (the student's term: exp, difference, product, scale)."""
-    tokens, vocab = _shapes(params)["input"]
+    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
     n = tokens * vocab
     return {"forward": 12 * n, "backward": 4 * n, "full": 16 * n}[mode]
 

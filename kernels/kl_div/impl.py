@@ -12,14 +12,13 @@ The workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_kl_div.py``: `
 
 from __future__ import annotations
 
-import os
-from importlib import import_module
 from importlib.metadata import version
 
 import torch
 
-from kernels import lookup
 from kernels._adapter import Built, Unavailable
+from kernels._providers import liger_triton_attr
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, required_input_shapes
 
 KERNEL = "kl_div"
 PROVIDERS = ("liger", "torch")
@@ -31,22 +30,6 @@ REFERENCE_DTYPE = torch.float64
 DEFAULT_REDUCTION = "batchmean"
 REDUCTIONS = ("batchmean", "sum", "mean", "none")
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    tensors = lookup(KERNEL).input_tensors(params, None)
-    if tensors is None:
-        raise ValueError(f"{KERNEL}: the spec gives no input shapes for parameters {dict(params)}")
-    return {t["name"]: t["shape"] for t in tensors}
-
-
-def _generator(seed, device) -> torch.Generator:
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    return gen
-
 
 def _reduction(params) -> str:
     reduction = str(params.get("reduction", DEFAULT_REDUCTION))
@@ -56,9 +39,9 @@ def _reduction(params) -> str:
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = _generator(seed, device)
-    td = _DTYPES[dtype]
+    s = required_input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     log_q = torch.randn(tuple(s["input"]), generator=gen, device=device, dtype=torch.float32).log_softmax(dim=-1)
     p = torch.randn(tuple(s["target"]), generator=gen, device=device, dtype=torch.float32).softmax(dim=-1)
     return {"input": log_q.to(td), "target": p.to(td)}
@@ -77,22 +60,12 @@ def reference(inputs, params) -> tuple[torch.Tensor]:
     return (pointwise.sum() / log_q.shape[0],)
 
 
-def _liger_class(tensor, module, name):
-    """A Liger-Kernel class; its Triton kernels need CUDA, or Triton's CPU interpreter in tests."""
-    if not tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
-    try:
-        return getattr(import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-
-
 def build(provider, inputs, params) -> Built:
     log_q = inputs["input"].detach().clone().requires_grad_(True)
     p = inputs["target"]
     reduction = _reduction(params)
     if provider == "liger":
-        loss_fn = _liger_class(log_q, "kl_div", "LigerKLDIVLoss")(reduction=reduction)
+        loss_fn = liger_triton_attr(log_q, "kl_div", "LigerKLDIVLoss")(reduction=reduction)
         label = f"Liger-Kernel {version('liger-kernel')} LigerKLDIVLoss"
     elif provider == "torch":
         loss_fn = torch.nn.KLDivLoss(reduction=reduction)
@@ -106,8 +79,8 @@ def bytes_moved(params, dtype, mode) -> int:
     """Forward: read input and target, write the loss. Backward: read the target and the loss's gradient,
     write the input's gradient (-target scaled). Full: the inputs once, the loss and the gradient once.
     With ``reduction="none"`` the loss and its gradient are full [tokens, vocab] tensors."""
-    tokens, vocab = _shapes(params)["input"]
-    e = _BYTES[dtype]
+    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
+    e = RERUN_BYTES[dtype]
     one = tokens * vocab * e
     loss = one if _reduction(params) == "none" else e
     return {
@@ -120,7 +93,7 @@ def bytes_moved(params, dtype, mode) -> int:
 def flops(params, mode) -> int:
     """Per element: forward 4 (log of the target, difference, product, sum); backward 2 (negate and
     scale the target by the loss's gradient)."""
-    tokens, vocab = _shapes(params)["input"]
+    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
     n = tokens * vocab
     return {"forward": 4 * n, "backward": 2 * n, "full": 6 * n}[mode]
 

@@ -9,14 +9,13 @@ eps 1e-6, which its workloads do not record.
 
 from __future__ import annotations
 
-import os
-from importlib.metadata import version
 from types import SimpleNamespace
 
 import torch
 
-import kernels
 from kernels._adapter import Built, Unavailable
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, randn
 
 KERNEL = "megatron_rms_norm"
 PROVIDERS = ("liger", "megatron", "torch")
@@ -26,25 +25,6 @@ GRAD_INPUTS = ("x", "weight")
 DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float64
 EPS = 1e-6
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
-
-
-def _randn(shape, dtype, gen, device, scale=1.0, shift=0.0) -> torch.Tensor:
-    """Normal values drawn in float32 from ``gen`` then cast, so every dtype sees the same draw."""
-    t = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
-    return (t * scale + shift).to(dtype)
-
-
-def _version(package: str) -> str:
-    try:
-        return version(package)
-    except Exception:  # noqa: BLE001 - a missing version only changes the label
-        return "(version unknown)"
 
 
 def _eps(params) -> float:
@@ -52,11 +32,10 @@ def _eps(params) -> float:
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    td = DTYPES[dtype]
-    return {"x": _randn(s["x"], td, gen, device), "weight": _randn(s["weight"], td, gen, device, scale=0.1, shift=1.0)}
+    s = input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
+    return {"x": randn(s["x"], td, gen, device), "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0)}
 
 
 def reference(inputs, params):
@@ -76,17 +55,6 @@ def _megatron_config() -> SimpleNamespace:
     )
 
 
-def _liger_megatron_rms_norm(x: torch.Tensor):
-    """Liger's Megatron RMSNorm class; Unavailable where its Triton kernels cannot run."""
-    if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
-    try:
-        from liger_kernel.megatron import LigerMegatronRMSNorm
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel.megatron not importable: {exc}") from exc
-    return LigerMegatronRMSNorm
-
-
 def _wrapped_torch_norm():
     try:
         from megatron.core.transformer.torch_norm import WrappedTorchNorm
@@ -100,12 +68,14 @@ def build(provider, inputs, params) -> Built:
     x = inputs["x"]
     hidden = x.shape[-1]
     if provider == "liger":
-        module = _liger_megatron_rms_norm(x)(config=_megatron_config(), hidden_size=hidden, eps=eps)
-        label = f"Liger-Kernel {_version('liger-kernel')} LigerMegatronRMSNorm (Triton)"
+        liger_megatron = liger_triton_attr(x, "megatron", "LigerMegatronRMSNorm", LIGER_TRITON_NEEDS_ON_CPU,
+                                           package="liger_kernel", what="liger_kernel.megatron")
+        module = liger_megatron(config=_megatron_config(), hidden_size=hidden, eps=eps)
+        label = f"Liger-Kernel {version_label('liger-kernel')} LigerMegatronRMSNorm (Triton)"
     elif provider == "megatron":
         # WrappedTorchNorm returns a torch.nn.RMSNorm built from the config.
         module = _wrapped_torch_norm()(config=_megatron_config(), hidden_size=hidden, eps=eps)
-        label = f"megatron-core {_version('megatron-core')} WrappedTorchNorm ({type(module).__name__})"
+        label = f"megatron-core {version_label('megatron-core')} WrappedTorchNorm ({type(module).__name__})"
     elif provider == "torch":
         module = torch.nn.RMSNorm(normalized_shape=hidden, eps=eps)
         label = f"torch.nn.RMSNorm (PyTorch {torch.__version__})"
@@ -121,8 +91,8 @@ def build(provider, inputs, params) -> Built:
 def bytes_moved(params, dtype, mode) -> int:
     """Forward reads x and weight and writes y; backward reads dy, x and weight and writes dx and dweight;
     full reads x, weight, dy once and writes y, dx and dweight. Per-row rstd is not counted."""
-    s = _shapes(params)
-    e = BYTES_PER_ELEMENT[dtype]
+    s = input_shapes(KERNEL, params)
+    e = RERUN_BYTES[dtype]
     xb = s["x"][0] * s["x"][1] * s["x"][2] * e
     wb = s["weight"][0] * e
     return {"forward": 2 * xb + wb, "backward": 3 * xb + 2 * wb, "full": 4 * xb + 2 * wb}[mode]
@@ -130,7 +100,7 @@ def bytes_moved(params, dtype, mode) -> int:
 
 def flops(params, mode) -> int:
     """Per element: forward about 4 (square, sum, normalize, scale); backward about 8."""
-    x = _shapes(params)["x"]
+    x = input_shapes(KERNEL, params)["x"]
     n = x[0] * x[1] * x[2]
     return {"forward": 4 * n, "backward": 8 * n, "full": 12 * n}[mode]
 

@@ -11,13 +11,12 @@ ids (0..3*seq-1 laid out [3, 1, seq]) with rope_theta 1e6, computed here in floa
 from __future__ import annotations
 
 import inspect
-import os
-from importlib.metadata import version
 
 import torch
 
-import kernels
 from kernels._adapter import Built, Unavailable
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies
 
 KERNEL = "qwen2vl_mrope"
 # "liger_triton" is the cuTile comparison's name for Liger's Triton kernel, "liger" the script's own.
@@ -28,19 +27,6 @@ GRAD_INPUTS = ("q", "k")
 DETERMINISTIC_INPUTS = ("cos", "sin")
 REFERENCE_DTYPE = torch.float64
 ROPE_THETA = 1000000.0
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES_PER_ELEMENT = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    return {t["name"]: t["shape"] for t in kernels.lookup(KERNEL).input_tensors(params, None)}
-
-
-def _version(package: str) -> str:
-    try:
-        return version(package)
-    except Exception:  # noqa: BLE001 - a missing version only changes the label
-        return "(version unknown)"
 
 
 def mrope_section(head_dim: int) -> list[int]:
@@ -61,10 +47,9 @@ def cos_sin_for(seq: int, head_dim: int, dtype, device):
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    td = DTYPES[dtype]
+    s = input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     batch, q_heads, seq, head_dim = s["q"]
     kv_heads = s["k"][1]
     q = torch.randn((batch, seq, q_heads, head_dim), generator=gen, device=device, dtype=torch.float32)
@@ -104,25 +89,15 @@ def _huggingface():
     fn = getattr(modeling_qwen2_vl, "apply_multimodal_rotary_pos_emb", None)
     if fn is None:
         return (_torch_apply_multimodal_rotary_pos_emb,
-                f"{equivalent} (Transformers {_version('transformers')} has none)")
+                f"{equivalent} (Transformers {version_label('transformers')} has none)")
     if "mrope_section" not in inspect.signature(fn).parameters:
         return (_torch_apply_multimodal_rotary_pos_emb,
-                f"{equivalent} (Transformers {_version('transformers')}'s takes no mrope_section)")
-    return fn, f"Transformers {_version('transformers')} Qwen2-VL apply_multimodal_rotary_pos_emb"
-
-
-def _liger_mrope(q: torch.Tensor):
-    if not q.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
-    try:
-        from liger_kernel.transformers.qwen2vl_mrope import liger_multimodal_rotary_pos_emb
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-    return liger_multimodal_rotary_pos_emb
+                f"{equivalent} (Transformers {version_label('transformers')}'s takes no mrope_section)")
+    return fn, f"Transformers {version_label('transformers')} Qwen2-VL apply_multimodal_rotary_pos_emb"
 
 
 def build(provider, inputs, params) -> Built:
-    leaves = {n: inputs[n].detach().clone().requires_grad_(True) for n in GRAD_INPUTS}
+    leaves = leaf_copies(inputs, GRAD_INPUTS)
     q, k = leaves["q"], leaves["k"]
     cos, sin = inputs["cos"], inputs["sin"]
     section = mrope_section(q.shape[-1])
@@ -130,13 +105,13 @@ def build(provider, inputs, params) -> Built:
         fn, label = _huggingface()
         return Built(lambda: fn(q, k, cos, sin, section), leaves, label, OUTPUT_NAMES)
     if provider in ("liger", "liger_triton"):
-        liger = _liger_mrope(q)
+        liger = liger_triton_attr(q, "qwen2vl_mrope", "liger_multimodal_rotary_pos_emb", LIGER_TRITON_NEEDS_ON_CPU)
         # Liger's kernel indexes cos/sin by q's batch; the script's batch is 1, larger ones get their own rows.
         if cos.shape[1] != q.shape[0]:
             cos = cos.expand(3, q.shape[0], -1, -1).contiguous()
             sin = sin.expand(3, q.shape[0], -1, -1).contiguous()
         return Built(lambda: liger(q, k, cos, sin, section), leaves,
-                     f"Liger-Kernel {_version('liger-kernel')} liger_multimodal_rotary_pos_emb (Triton)",
+                     f"Liger-Kernel {version_label('liger-kernel')} liger_multimodal_rotary_pos_emb (Triton)",
                      OUTPUT_NAMES)
     raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
 
@@ -144,8 +119,8 @@ def build(provider, inputs, params) -> Built:
 def bytes_moved(params, dtype, mode) -> int:
     """Forward reads q, k, cos, sin and writes q', k'; backward reads dq', dk', cos, sin and writes dq, dk;
     full reads the distinct inputs once (q, k, cos, sin, dq', dk') and writes q', k', dq, dk."""
-    s = _shapes(params)
-    e = BYTES_PER_ELEMENT[dtype]
+    s = input_shapes(KERNEL, params)
+    e = RERUN_BYTES[dtype]
     q, k, cos = s["q"], s["k"], s["cos"]
     qk = (q[0] * q[1] * q[2] * q[3] + k[0] * k[1] * k[2] * k[3]) * e
     tables = 2 * cos[0] * cos[1] * cos[2] * cos[3] * e
@@ -155,7 +130,7 @@ def bytes_moved(params, dtype, mode) -> int:
 
 def flops(params, mode) -> int:
     """Two multiplies and one add per element of q and k, each way."""
-    s = _shapes(params)
+    s = input_shapes(KERNEL, params)
     q, k = s["q"], s["k"]
     one = 3 * (q[0] * q[1] * q[2] * q[3] + k[0] * k[1] * k[2] * k[3])
     return {"forward": one, "backward": one, "full": 2 * one}[mode]

@@ -12,14 +12,13 @@ tolerance: the harness then records the upstream baseline as failing correctness
 from __future__ import annotations
 
 import math
-import os
-from importlib import import_module
 from importlib.metadata import version
 
 import torch
 
-from kernels import lookup
 from kernels._adapter import Built, Unavailable
+from kernels._providers import liger_triton_attr
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, numel, randn, required_input_shapes
 
 KERNEL = "sparsemax"
 PROVIDERS = ("liger", "torch")
@@ -30,32 +29,14 @@ DETERMINISTIC_INPUTS = ()
 REFERENCE_DTYPE = torch.float64
 DEFAULT_DIM = -1
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    tensors = lookup(KERNEL).input_tensors(params, None)
-    if tensors is None:
-        raise ValueError(f"{KERNEL}: the spec gives no input shapes for parameters {dict(params)}")
-    return {t["name"]: t["shape"] for t in tensors}
-
-
-def _generator(seed, device) -> torch.Generator:
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    return gen
-
 
 def _dim(params) -> int:
     return int(params.get("dim", DEFAULT_DIM))
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    shape = _shapes(params)["x"]
-    gen = _generator(seed, device)
-    x = torch.randn(tuple(shape), generator=gen, device=device, dtype=torch.float32)
-    return {"x": x.to(_DTYPES[dtype])}
+    shape = required_input_shapes(KERNEL, params)["x"]
+    return {"x": randn(shape, RERUN_DTYPES[dtype], generator(seed, device), device)}
 
 
 def _threshold(z: torch.Tensor) -> torch.Tensor:
@@ -87,21 +68,11 @@ def reference(inputs, params) -> tuple[torch.Tensor]:
     return (torch.where(z > tau, z - tau, torch.zeros_like(z)).movedim(-1, dim),)
 
 
-def _liger_class(tensor, module, name):
-    """A Liger-Kernel class; its Triton kernels need CUDA, or Triton's CPU interpreter in tests."""
-    if not tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
-    try:
-        return getattr(import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-
-
 def build(provider, inputs, params) -> Built:
     x = inputs["x"].detach().clone().requires_grad_(True)
     dim = _dim(params)
     if provider == "liger":
-        module = _liger_class(x, "sparsemax", "LigerSparsemax")(dim=dim)
+        module = liger_triton_attr(x, "sparsemax", "LigerSparsemax")(dim=dim)
         label = f"Liger-Kernel {version('liger-kernel')} LigerSparsemax"
         return Built(lambda: (module(x),), {"x": x}, label, OUTPUT_NAMES)
     if provider == "torch":
@@ -113,7 +84,7 @@ def build(provider, inputs, params) -> Built:
 def bytes_moved(params, dtype, mode) -> int:
     """Forward: read x, write y. Backward: read y (for the support) and dy, write dx. Full: read x and
     dy, write y and dx."""
-    one = math.prod(_shapes(params)["x"]) * _BYTES[dtype]
+    one = numel(required_input_shapes(KERNEL, params)["x"]) * RERUN_BYTES[dtype]
     return {"forward": 2 * one, "backward": 3 * one, "full": 4 * one}[mode]
 
 
@@ -121,9 +92,9 @@ def flops(params, mode) -> int:
     """Forward: a sort of each row (n log2 n comparisons) and 5 per element (prefix sum, bound, compare,
     support sum, subtract and clamp); backward: 4 per element (support mask, masked sum, subtract the
     support's mean, mask)."""
-    shape = _shapes(params)["x"]
+    shape = required_input_shapes(KERNEL, params)["x"]
     cols = shape[_dim(params)]
-    n = math.prod(shape)
+    n = numel(shape)
     forward = n * max(1, math.ceil(math.log2(cols))) + 5 * n
     return {"forward": forward, "backward": 4 * n, "full": forward + 4 * n}[mode]
 

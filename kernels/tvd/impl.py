@@ -13,14 +13,13 @@ distance is measured.
 
 from __future__ import annotations
 
-import os
-from importlib import import_module
 from importlib.metadata import version
 
 import torch
 
-from kernels import lookup
 from kernels._adapter import Built, Unavailable
+from kernels._providers import liger_triton_attr
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, required_input_shapes
 
 KERNEL = "tvd"
 PROVIDERS = ("liger", "torch")
@@ -32,22 +31,6 @@ REFERENCE_DTYPE = torch.float64
 DEFAULT_REDUCTION = "batchmean"
 REDUCTIONS = ("batchmean", "sum", "mean", "none")
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-
-def _shapes(params) -> dict[str, list[int]]:
-    tensors = lookup(KERNEL).input_tensors(params, None)
-    if tensors is None:
-        raise ValueError(f"{KERNEL}: the spec gives no input shapes for parameters {dict(params)}")
-    return {t["name"]: t["shape"] for t in tensors}
-
-
-def _generator(seed, device) -> torch.Generator:
-    gen = torch.Generator(device=torch.device(device))
-    gen.manual_seed(int(seed))
-    return gen
-
 
 def _reduction(params) -> str:
     reduction = str(params.get("reduction", DEFAULT_REDUCTION))
@@ -57,9 +40,9 @@ def _reduction(params) -> str:
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = _shapes(params)
-    gen = _generator(seed, device)
-    td = _DTYPES[dtype]
+    s = required_input_shapes(KERNEL, params)
+    gen = generator(seed, device)
+    td = RERUN_DTYPES[dtype]
     out = {}
     for name in ("input", "target"):
         draw = torch.randn(tuple(s[name]), generator=gen, device=device, dtype=torch.float32)
@@ -93,22 +76,12 @@ class TorchTVDLoss(torch.nn.Module):
         return _reduce(torch.abs(p - q) / 2.0, self.reduction)
 
 
-def _liger_class(tensor, module, name):
-    """A Liger-Kernel class; its Triton kernels need CUDA, or Triton's CPU interpreter in tests."""
-    if not tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable("liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)")
-    try:
-        return getattr(import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
-
-
 def build(provider, inputs, params) -> Built:
     p = inputs["input"].detach().clone().requires_grad_(True)
     q = inputs["target"]
     reduction = _reduction(params)
     if provider == "liger":
-        loss_fn = _liger_class(p, "tvd", "LigerTVDLoss")(reduction=reduction)
+        loss_fn = liger_triton_attr(p, "tvd", "LigerTVDLoss")(reduction=reduction)
         label = f"Liger-Kernel {version('liger-kernel')} LigerTVDLoss"
     elif provider == "torch":
         loss_fn = TorchTVDLoss(reduction=reduction)
@@ -123,8 +96,8 @@ def bytes_moved(params, dtype, mode) -> int:
     gradient, write the input's gradient (the sign of the difference, scaled). Full: the inputs once,
     the loss and the gradient once. With ``reduction="none"`` the loss and its gradient are full
     [tokens, vocab] tensors."""
-    tokens, vocab = _shapes(params)["input"]
-    e = _BYTES[dtype]
+    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
+    e = RERUN_BYTES[dtype]
     one = tokens * vocab * e
     loss = one if _reduction(params) == "none" else e
     return {
@@ -137,7 +110,7 @@ def bytes_moved(params, dtype, mode) -> int:
 def flops(params, mode) -> int:
     """Per element: forward 3 (difference, absolute value and halving, sum); backward 3 (difference,
     sign, scale)."""
-    tokens, vocab = _shapes(params)["input"]
+    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
     n = tokens * vocab
     return {"forward": 3 * n, "backward": 3 * n, "full": 6 * n}[mode]
 
