@@ -16,8 +16,9 @@ def _fused_linear(p):
 
 
 def _preference(p):
-    # Chosen and rejected sequences stacked along the batch.
-    rows = 2 * p["batch"] * p["seq"]
+    # The upstream scripts build x as (batch, seq, hidden): the first half of the batch is the chosen
+    # sequences, the second half the rejected ones.
+    rows = p["batch"] * p["seq"]
     return {"x": [rows, p["hidden"]], "weight": [p["vocab"], p["hidden"]], "target": ("int64", [rows])}
 
 

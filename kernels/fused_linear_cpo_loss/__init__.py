@@ -1,0 +1,1 @@
+"""Fused linear CPO loss: the contrastive preference loss over an LM head, without materialized logits."""

@@ -1,0 +1,1 @@
+"""Fused linear ORPO loss: the odds-ratio preference loss over an LM head, without materialized logits."""

@@ -1,0 +1,35 @@
+"""Fused linear SimPO loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
+``benchmark/scripts/benchmark_simpo_loss.py`` runs it: ``LigerFusedLinearSimPOLoss`` against the script's
+huggingface provider, which is TorchLMHeadCPO at its defaults: the CPO sigmoid loss on summed
+log-probabilities, not SimPO. The reference is SimPO (averaged log-probabilities, margin gamma 0.5), the loss
+Liger computes, so the huggingface baseline is timed as upstream times it but fails the comparison. The
+shared arithmetic and its reasons are in ``kernels.preference_losses.family``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.preference_losses.family import PreferenceAdapter
+
+KERNEL = "fused_linear_simpo_loss"
+_ADAPTER = PreferenceAdapter(
+    KERNEL,
+    kind="simpo",
+    baseline="cpo",
+    baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid), the huggingface baseline benchmark_simpo_loss.py runs",
+    liger=("simpo_loss", "LigerFusedLinearSimPOLoss"),
+)
+PROVIDERS = PreferenceAdapter.PROVIDERS
+IMPLIED: dict[str, str] = {}
+OUTPUT_NAMES = PreferenceAdapter.OUTPUT_NAMES
+GRAD_INPUTS = PreferenceAdapter.GRAD_INPUTS
+DETERMINISTIC_INPUTS = ()
+REFERENCE_DTYPE: torch.dtype = PreferenceAdapter.REFERENCE_DTYPE
+
+make_inputs = _ADAPTER.make_inputs
+reference = _ADAPTER.reference
+build = _ADAPTER.build
+bytes_moved = _ADAPTER.bytes_moved
+flops = _ADAPTER.flops
+matmul_shapes = _ADAPTER.matmul_shapes

@@ -1,0 +1,136 @@
+"""The rerun adapter of a paired preference loss over an LM head (ORPO, CPO, SimPO), one class for the three.
+
+Inputs follow Liger-Kernel's ``benchmark/scripts/benchmark_{orpo,cpo,simpo}_loss.py``: x drawn from a
+normal distribution, targets (and ORPO's separate NLL targets) uniform over the vocabulary, none ignored,
+and the LM head weight as ``torch.nn.Linear`` initializes it (the scripts keep that weight). The spec's x
+rows are whole sequences of ``seq`` tokens; the first half of the sequences are the chosen responses, the
+second half the rejected ones, as both upstream losses split the batch.
+
+The reference runs in float32 (TF32 off): at the rerun sizes (up to 131072 rows, vocab 128256) float64
+logits alone would exceed the GPU, and float32 is far more precise than the bfloat16 passes it checks.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels._adapter import Built, Unavailable
+from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
+from kernels.preference_losses.common import (
+    compiled_on,
+    liger_chunked_loss,
+    liger_label,
+    linear_weight,
+    lm_head_bytes,
+    lm_head_flops,
+    lm_head_matmuls,
+)
+from kernels.preference_losses.hf import preference_loss
+
+# Log-softmax (max, exp, sum, log) and the gather a logit forward; its gradient backward.
+FWD_PER_LOGIT = 4
+BWD_PER_LOGIT = 2
+IGNORE_INDEX = -100
+
+
+class PreferenceAdapter:
+    """``kernels._adapter.RerunAdapter``'s functions for one preference loss; an ``impl`` module binds them.
+
+    ``kind``: the loss the reference computes ("orpo", "cpo", "simpo"); ``baseline``: the loss upstream's
+    huggingface provider computes, with ``baseline_what`` naming it in the label; ``liger``: (module, class)
+    under ``liger_kernel.chunked_loss``; ``nll_target``: whether the loss takes ORPO's separate NLL targets.
+    """
+
+    PROVIDERS = ("liger", "huggingface")
+    OUTPUT_NAMES = ("loss",)
+    GRAD_INPUTS = ("x", "weight")
+    REFERENCE_DTYPE = torch.float32
+
+    def __init__(
+        self,
+        kernel: str,
+        kind: str,
+        baseline: str,
+        baseline_what: str,
+        liger: tuple[str, str],
+        nll_target: bool = False,
+    ):
+        self.kernel = kernel
+        self.kind = kind
+        self.baseline = baseline
+        self.baseline_what = baseline_what
+        self.liger = liger
+        self.nll_target = nll_target
+
+    def dims(self, params) -> tuple[int, int, int, int]:
+        """(sequences, seq, hidden, vocab): the spec's rows split into sequences of ``seq`` tokens."""
+        s = required_input_shapes(self.kernel, params)
+        rows, hidden = s["x"]
+        seq = int(params["seq"])
+        if rows % seq or (rows // seq) % 2:
+            raise ValueError(f"{self.kernel}: {rows} rows are not an even number of sequences of {seq} tokens")
+        return rows // seq, seq, hidden, s["weight"][0]
+
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        sequences, seq, hidden, vocab = self.dims(params)
+        rows = sequences * seq
+        gen = generator(seed, device)
+        td = RERUN_DTYPES[dtype]
+        x = torch.randn((rows, hidden), generator=gen, device=device, dtype=torch.float32)
+        target = torch.randint(0, vocab, (rows,), generator=gen, device=device, dtype=torch.int64)
+        out = {"x": x.to(td), "weight": linear_weight(vocab, hidden, gen, device).to(td), "target": target}
+        if self.nll_target:
+            out["nll_target"] = torch.randint(0, vocab, (rows,), generator=gen, device=device, dtype=torch.int64)
+        return out
+
+    def _split(self, inputs, params):
+        """x, target (and NLL targets) as (sequences, seq, ...) views, the layout the upstream losses take."""
+        sequences, seq, hidden, _ = self.dims(params)
+        x = inputs["x"].view(sequences, seq, hidden)
+        target = inputs["target"].view(sequences, seq)
+        nll = inputs["nll_target"].view(sequences, seq) if self.nll_target else None
+        return x, target, nll
+
+    def reference(self, inputs, params):
+        x, target, nll = self._split(inputs, params)
+        return (preference_loss(x, inputs["weight"], target, self.kind, nll_target=nll, ignore_index=IGNORE_INDEX),)
+
+    def build(self, provider, inputs, params) -> Built:
+        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
+        split = {**inputs, **leaves}
+        weight = leaves["weight"]
+        if provider == "liger":
+            module, name = self.liger
+            loss = liger_chunked_loss(module, name)(ignore_index=IGNORE_INDEX, compiled=compiled_on(weight))
+
+            def fn():
+                x, target, nll = self._split(split, params)
+                extra = {"nll_target": nll} if self.nll_target else {}
+                return (loss(weight, x, target, None, **extra)[0],)
+
+            return Built(fn, leaves, liger_label(name, weight), self.OUTPUT_NAMES)
+        if provider == "huggingface":
+
+            def fn():
+                x, target, nll = self._split(split, params)
+                return (preference_loss(x, weight, target, self.baseline, nll_target=nll, ignore_index=IGNORE_INDEX),)
+
+            return Built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}",
+                         self.OUTPUT_NAMES)
+        raise Unavailable(f"unknown provider {provider!r} for {self.kernel}")
+
+    def _heads(self, params) -> list[tuple[int, int, int, bool]]:
+        sequences, seq, hidden, vocab = self.dims(params)
+        return [(sequences * seq, hidden, vocab, True)]
+
+    def bytes_moved(self, params, dtype, mode) -> int:
+        """``lm_head_bytes`` of the one trained head; the targets (and NLL targets) read as int64."""
+        sequences, seq, _, _ = self.dims(params)
+        indices = sequences * seq * (2 if self.nll_target else 1)
+        return lm_head_bytes(self._heads(params), dtype, mode, indices)
+
+    def flops(self, params, mode) -> int:
+        return lm_head_flops(self._heads(params), mode, FWD_PER_LOGIT, BWD_PER_LOGIT)
+
+    def matmul_shapes(self, params) -> list[tuple[int, int, int]]:
+        return lm_head_matmuls(self._heads(params))
