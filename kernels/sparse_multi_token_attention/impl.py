@@ -1,0 +1,123 @@
+"""Sparse multi-token attention's rerun adapter (``kernels._adapter.RerunAdapter``):
+out = mask_0(conv2d(sparsemax(mask_-inf(scores)))), with the inputs, convolution and masks of
+``kernels.multi_token_attention.impl``.
+
+The workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_sparse_multi_token_attention.py``: float32
+scores from a standard normal; the weight drawn as ``kaiming_uniform_(a=sqrt(5))`` draws it (which the
+script applies explicitly) and the bias zero. Providers: ``liger`` is ``LigerMultiTokenAttention(sparse=True)``,
+whose sparsemax Liger runs in float32 only (unavailable for other dtypes); ``torch`` restates the script's
+own ``TorchSparseMultiTokenAttention`` (the script is not an importable package), which computes in float32
+and casts its output back to the scores' dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kernels._adapter import Built, Unavailable
+from kernels._providers import version_label
+from kernels.multi_token_attention.impl import (
+    MASK_VALUE,
+    causal_mask,
+    conv_bytes,
+    conv_config,
+    conv_flops,
+    draw_inputs,
+    liger_module,
+    masked_conv,
+    module_built,
+    zero_bias,
+)
+
+KERNEL = "sparse_multi_token_attention"
+PROVIDERS = ("liger", "torch")
+IMPLIED: dict[str, str] = {}
+OUTPUT_NAMES = ("out",)
+GRAD_INPUTS = ("scores", "weight")
+DETERMINISTIC_INPUTS = ()
+REFERENCE_DTYPE = torch.float64
+# Where upstream's PyTorch module takes a sorted score for one that was masked.
+MASKED_BELOW = -1e8
+
+
+def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
+    return draw_inputs(KERNEL, params, dtype, seed, device)
+
+
+def sparsemax(z: torch.Tensor) -> torch.Tensor:
+    """Sparsemax along the last dimension, differentiable through the sort: the support is the largest k
+    with 1 + k * z_(k) > the sum of the k largest, tau = (that sum - 1) / k, out = max(z - tau, 0).
+    Masked entries must be finite (the mask value), so that they drop out of the sums."""
+    z_sorted = torch.sort(z, dim=-1, descending=True).values
+    cumsum = z_sorted.cumsum(dim=-1)
+    ks = torch.arange(1, z.shape[-1] + 1, device=z.device, dtype=z.dtype)
+    k = ((1 + ks * z_sorted) > cumsum).sum(dim=-1, keepdim=True)
+    tau = (torch.gather(cumsum, -1, k - 1) - 1) / k.to(z.dtype)
+    return torch.clamp(z - tau, min=0)
+
+
+def reference(inputs, params):
+    scores, weight = inputs["scores"], inputs["weight"]
+    mask = causal_mask(scores.shape[-1], scores.device)
+    probs = sparsemax(scores.masked_fill(~mask, MASK_VALUE))
+    return (masked_conv(probs, weight, None, params),)
+
+
+def torch_sparse_multi_token_attention(scores, weight, bias, params) -> torch.Tensor:
+    """Upstream's ``TorchSparseMultiTokenAttention.forward``: float32 throughout, masked scores kept out
+    of the support by a threshold, the output cast back to the scores' dtype."""
+    kernel, groups, _ = conv_config(params)
+    seq = scores.shape[-1]
+    mask = causal_mask(seq, scores.device)
+    compute = torch.float32
+    inf = torch.tensor(MASK_VALUE, device=scores.device, dtype=compute)
+    zero = torch.tensor(0.0, device=scores.device, dtype=compute)
+    z = scores.to(compute).masked_fill(~mask, inf)
+    z_sorted, _ = torch.sort(z, dim=-1, descending=True)
+    cum_sum = torch.cumsum(z_sorted, dim=-1)
+    k_indices = torch.arange(1, seq + 1, device=z.device, dtype=z.dtype).view(1, 1, 1, seq)
+    condition = (1 + k_indices * z_sorted > cum_sum) & (z_sorted > MASKED_BELOW)
+    k_sparsemax = torch.sum(condition, dim=-1, keepdim=True)
+    k_safe = torch.max(k_sparsemax, torch.ones_like(k_sparsemax))
+    cum_sum_k = torch.gather(cum_sum, dim=-1, index=k_safe.long() - 1)
+    tau = (cum_sum_k - 1) / k_safe.to(z.dtype)
+    tau = torch.where(k_sparsemax == 0, torch.full_like(tau, float("inf")), tau)
+    probs = torch.clamp(z - tau, min=0)
+    b = bias.to(compute) if bias is not None else None
+    out = F.conv2d(probs, weight.to(compute), b, stride=1, padding=kernel // 2, groups=groups)
+    return out.masked_fill(~mask, zero).to(scores.dtype)
+
+
+def build(provider, inputs, params) -> Built:
+    if provider == "liger":
+        if inputs["scores"].dtype != torch.float32:
+            raise Unavailable("Liger's sparse multi-token attention supports float32 scores only")
+        module = liger_module(inputs, params, sparse=True)
+        label = f"Liger-Kernel {version_label('liger-kernel')} LigerMultiTokenAttention(sparse=True)"
+        return module_built(module, module.weight, inputs, label)
+    if provider == "torch":
+        scores = inputs["scores"].detach().clone().requires_grad_(True)
+        weight = inputs["weight"].detach().clone().requires_grad_(True)
+        bias = zero_bias(inputs, params)
+        label = (f"PyTorch {torch.__version__} equivalent of upstream benchmark_sparse_multi_token_attention.py's "
+                 "TorchSparseMultiTokenAttention")
+        return Built(lambda: (torch_sparse_multi_token_attention(scores, weight, bias, params),),
+                     {"scores": scores, "weight": weight}, label, OUTPUT_NAMES)
+    raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+
+
+def bytes_moved(params, dtype, mode) -> int:
+    """As multi-token attention's: the sparsemax's sort and support are not counted."""
+    return conv_bytes(KERNEL, params, dtype, mode)
+
+
+def flops(params, mode) -> int:
+    """``conv_flops`` of multi-token attention, with the sparsemax at 6 per score element forward
+    (prefix sum, support test, threshold, subtract, clamp, the support count; the sort's comparisons not
+    counted) and 4 backward (support mask, support sum, subtract, mask)."""
+    return conv_flops(KERNEL, params, mode, 6, 4)
+
+
+def matmul_shapes(params) -> list[tuple[int, int, int]]:
+    return []
