@@ -1,0 +1,1 @@
+"""Megatron-LM vocab-parallel cross entropy rerun adapter."""

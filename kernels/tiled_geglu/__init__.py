@@ -1,0 +1,1 @@
+"""Tiled GeGLU MLP rerun adapter."""
