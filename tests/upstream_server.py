@@ -429,3 +429,153 @@ def upstream_server():
     """A started UpstreamServer serving the shipped snapshots; stopped after the test."""
     with UpstreamServer() as server:
         yield server
+
+
+# -- the gh-pages shapes (appended): the branch's tree, and commit listings filtered by `sha` ---------------
+
+GH_PAGES_SNAPSHOTS = SNAPSHOTS.parent / "liger-kernel-gh-pages"
+
+
+class GhPagesServer(UpstreamServer):
+    """A snapshot directory laid out like ``data/upstream/liger-kernel-gh-pages`` served as a branch of GitHub.
+
+    Adds to the shapes above:
+    - ``GET /repos/{owner}/{name}/git/trees/{branch}?recursive=1``: the branch's tree at its newest commit (the
+      runs whose newest INDEX.tsv row has a file, plus the branch's ``commits.txt`` / ``golden_commits.json``
+      under ``benchmarks/``); an unknown ref is a 404;
+    - ``GET /repos/{owner}/{name}/commits?sha=REF&path=P``: REF is the branch (every commit), a commit id
+      (commits up to that one), or missing or ``main`` (the default branch, where these paths never were: ``[]``); an
+      unknown REF is a 404. Pagination links keep ``sha``.
+    INDEX.tsv rows with an empty ``file`` are commits that removed the path (as ``deleted`` above).
+    """
+
+    def __init__(self, root: Path = GH_PAGES_SNAPSHOTS, repository: str = REPOSITORY, *, branch: str = "gh-pages",
+                 default_branch: str = "main", truncated_tree: bool = False, **options):
+        super().__init__(root, repository, **options)
+        self.branch = branch
+        self.default_branch = default_branch  # a branch that exists but has none of these paths
+        self.truncated_tree = truncated_tree  # serve the tree with "truncated": true
+        removals = [r for r in self.rows if not r["file"]]
+        self.rows = [r for r in self.rows if r["file"]]
+        self.deleted += [{"commit": r["commit"], "committed_at": r["committed_at"], "path": r["path"]}
+                         for r in removals]
+
+    def start(self) -> GhPagesServer:
+        self._stopping.clear()
+        handler = type("Handler", (_GhPagesHandler,), {"upstream": self})
+        self._httpd = _QuietServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="gh-pages-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def head_paths(self) -> list[str]:
+        """The paths present at the branch's newest commit: those whose newest row is not a removal."""
+        newest: dict[str, tuple[datetime, bool]] = {}
+        for r in self.rows + self.deleted:
+            at, present = _utc(r["committed_at"]), bool(r.get("file"))
+            if r["path"] not in newest or at > newest[r["path"]][0]:
+                newest[r["path"]] = (at, present)
+        return sorted(path for path, (_, present) in newest.items() if present)
+
+    def head_commit(self) -> str:
+        return max(self.rows + self.deleted, key=lambda r: _utc(r["committed_at"]))["commit"]
+
+    def tree(self) -> dict:
+        entries, folders = [], set()
+        files = [(p, self.csv_bytes(self._newest_commit(p), p)) for p in self.head_paths()]
+        files += [(f"benchmarks/{name}", (self.root / name).read_bytes())
+                  for name in ("commits.txt", "golden_commits.json") if (self.root / name).is_file()]
+        for path, data in sorted(files):
+            parts = path.split("/")
+            for depth in range(1, len(parts)):
+                folder = "/".join(parts[:depth])
+                if folder not in folders:
+                    folders.add(folder)
+                    entries.append({"path": folder, "mode": "040000", "type": "tree",
+                                    "sha": hashlib.sha1(folder.encode()).hexdigest()})
+            blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            entries.append({"path": path, "mode": "100644", "type": "blob", "sha": blob, "size": len(data)})
+        return {"sha": hashlib.sha1(self.head_commit().encode()).hexdigest(), "tree": entries,
+                "truncated": self.truncated_tree}
+
+    def _newest_commit(self, path: str) -> str:
+        return max((r for r in self.rows if r["path"] == path), key=lambda r: _utc(r["committed_at"]))["commit"]
+
+    def commits_at(self, ref: str | None, path: str) -> list[dict] | None:
+        """The listing of `path` as of `ref` (None: an unknown ref)."""
+        if ref is None or ref == self.default_branch:
+            return []
+        items = self.commits_of(path)
+        if ref == self.branch:
+            return items
+        known = {r["commit"]: _utc(r["committed_at"]) for r in self.rows + self.deleted}
+        if ref not in known:
+            return None
+        return [item for item in items if _utc(item["commit"]["committer"]["date"]) <= known[ref]]
+
+
+class _GhPagesHandler(_Handler):
+    upstream: GhPagesServer
+
+    def do_GET(self):
+        upstream = self.upstream
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        tree_prefix = f"/repos/{upstream.repository}/git/trees/"
+        if not (path.startswith(tree_prefix) or path == f"/repos/{upstream.repository}/commits"):
+            return super().do_GET()
+        fault = upstream._take_fault("api", unquote(self.path))
+        upstream._record(RecordedRequest("GET", path, query, {k.lower(): v for k, v in self.headers.items()},
+                                         "api", fault.kind if fault else None, time.monotonic()))
+        if upstream.require_token and self.headers.get("Authorization") != f"Bearer {upstream.require_token}":
+            return self._send(401, json.dumps({"message": "Bad credentials"}).encode(), "application/json")
+        content_type = "application/json; charset=utf-8"
+        headers: dict = {}
+        if path.startswith(tree_prefix):
+            if path[len(tree_prefix):] not in (upstream.branch, upstream.head_commit()):
+                return self._send(404, json.dumps({"message": "Not Found"}).encode(), "application/json")
+            body = json.dumps(upstream.tree(), indent=2).encode("utf-8")
+        else:
+            items = upstream.commits_at(query.get("sha"), query.get("path", ""))
+            if items is None:
+                message = {"message": f"No commit found for SHA: {query.get('sha')}"}
+                return self._send(404, json.dumps(message).encode(), "application/json")
+            try:
+                per_page = max(1, min(upstream.max_per_page, int(query.get("per_page", 30))))
+                page = max(1, int(query.get("page", 1)))
+            except ValueError:
+                return self._send(422, json.dumps({"message": "Validation Failed"}).encode(), "application/json")
+            last = max(1, -(-len(items) // per_page))
+            body = json.dumps(items[(page - 1) * per_page: page * per_page], indent=2).encode("utf-8")
+            headers["ETag"] = 'W/"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+            def link(to_page: int) -> str:
+                params = {k: v for k, v in (("sha", query.get("sha")), ("path", query.get("path", "")),
+                                            ("per_page", per_page), ("page", to_page)) if v is not None}
+                return f"{upstream.link_base or upstream.url}/repos/{upstream.repository}/commits?{urlencode(params)}"
+
+            endless = fault is not None and fault.kind == "endless_pages"
+            links = [f'<{link(page + 1)}>; rel="next"'] if endless or page < last else []
+            if page > 1:
+                links.append(f'<{link(page - 1)}>; rel="prev"')
+            if links:
+                headers["Link"] = ", ".join(links)
+            if endless:
+                return self._send(200, body, content_type, headers)
+            wanted = [t.strip() for t in (self.headers.get("If-None-Match") or "").split(",") if t.strip()]
+            if fault is None and headers["ETag"] in wanted:
+                return self._send(304, b"", None, headers)
+        if fault is not None:
+            return self._serve_fault(fault, body, content_type, headers)
+        return self._send(200, body, content_type, headers)
+
+
+@pytest.fixture
+def gh_pages_server():
+    """A started GhPagesServer serving the shipped gh-pages snapshots; stopped after the test."""
+    with GhPagesServer() as server:
+        yield server

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
@@ -48,11 +49,150 @@ class Revision:
     commit: str  # full 40-hex commit id
     path: str  # path in the upstream repository
     location: str  # the source location that offers it (directory or URL)
+    source: str = SOURCE_NAME  # the name of the declaration (`SourceSpec.name`) it was listed under
+    benchmarked_commit: str | None = None  # gh-pages runs: the Liger commit benchmarked (short, as in the path)
+    release: str | None = None  # gh-pages release runs: e.g. "0.6.4"; None otherwise
 
     @property
     def key(self) -> str:
-        """Dynamic partition key: one per upstream commit of each source file."""
+        """Dynamic partition key: one per upstream commit of each source file, e.g.
+        ``all_benchmark_data@0400d313c0ff`` (main) or ``gh-pages/0a62700-v0.6.4@ba133a77ec3d`` (gh-pages)."""
         return f"{self.stream}@{self.commit[:12]}"
+
+
+# Characters a revision key may use. Dagster stores dynamic partition keys as given, but refuses "...", tabs,
+# newlines and other control characters in static ones, reads "..." as a range, "," as a list separator and
+# "[", "]" as range brackets when partitions are selected (UI, CLI, backfills), and "|" joins multi-partition
+# keys. A key here is one of [A-Za-z0-9._/@-], with no "..", no leading "/" or "." and exactly one "@".
+_SAFE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*@[0-9A-Za-z]{1,40}")
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` is no safe Dagster partition key (None when it is)."""
+    if len(key) > 200:
+        return "longer than 200 characters"
+    if not _SAFE_KEY.fullmatch(key):
+        return "not of the form <stream>@<commit>, with a stream of letters, digits and . _ / -"
+    if ".." in key or "//" in key or key.split("@")[0].endswith("/"):
+        return "contains '..', '//' or an empty path segment"
+    return None
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """The declaration of one upstream source: which repository and branch, which files, and how a file's
+    path becomes a stream (and, for published runs, the Liger commit and release it benchmarked).
+
+    Files are either the exact `paths` or every path matching `pattern`, a path with one ``*`` standing for
+    one path segment (the run directory); that segment must fullmatch `run`, a regex with a ``commit`` and an
+    optional ``release`` group (a matching path whose segment does not is skipped). The stream of an exact
+    path is its file stem (``all_benchmark_data``); of a pattern path, `stream_prefix` + the run directory
+    (``gh-pages/0a62700-v0.6.4``). `removals`: a snapshot-directory row with an empty ``file`` records the
+    commit that removed the path upstream (`FileDeletedAtRevision`); without it an empty ``file`` is an error.
+    """
+
+    name: str
+    repository: str
+    branch: str
+    paths: tuple[str, ...] = ()
+    pattern: str = ""
+    run: str = ""
+    stream_prefix: str = ""
+    removals: bool = False
+
+    def __post_init__(self):
+        if bool(self.paths) == bool(self.pattern):
+            raise ValueError(f"source {self.name!r}: give either exact paths or a pattern")
+        if self.pattern and (self.pattern.count("*") != 1 or not self.run):
+            raise ValueError(f"source {self.name!r}: a pattern has one '*' (a path segment) and a run regex")
+
+    @property
+    def _pattern_parts(self) -> tuple[str, str]:
+        head, _, tail = self.pattern.partition("*")
+        return head, tail
+
+    def _segment(self, path: str) -> str | None:
+        """The run directory of a pattern path (None when the path is not one of this source's)."""
+        head, tail = self._pattern_parts
+        if not (path.startswith(head) and path.endswith(tail)) or len(path) <= len(head) + len(tail):
+            return None
+        segment = path[len(head): len(path) - len(tail)]
+        return segment if "/" not in segment else None
+
+    def _run(self, path: str) -> re.Match | None:
+        segment = self._segment(path)
+        return re.fullmatch(self.run, segment) if segment is not None else None
+
+    def matches(self, path: str) -> bool:
+        """Whether `path` is one of this source's files."""
+        if self.paths:
+            return path in self.paths
+        return self._run(path) is not None
+
+    def looks_like(self, path: str) -> bool:
+        """Whether `path` has the shape of this source's files (a pattern path whose run name may not parse)."""
+        return path in self.paths if self.paths else self._segment(path) is not None
+
+    def select(self, paths) -> tuple[str, ...]:
+        """This source's files among `paths`: exact paths in declaration order, pattern paths sorted."""
+        if self.paths:
+            found = set(paths)
+            return tuple(p for p in self.paths if p in found)
+        return tuple(sorted({p for p in paths if self.matches(p)}))
+
+    def stream_of(self, path: str) -> str:
+        if self.paths:
+            return stream_of(path)
+        return self.stream_prefix + self._segment(path)
+
+    def benchmarked(self, path: str) -> tuple[str | None, str | None]:
+        """(benchmarked Liger commit, release) named by a pattern path; (None, None) for exact paths."""
+        match = self._run(path) if not self.paths else None
+        if match is None:
+            return None, None
+        groups = match.groupdict()
+        return groups.get("commit"), groups.get("release")
+
+    def revision(self, committed_at: str, commit: str, path: str, location: str) -> Revision:
+        """The revision of `path` at `commit`, as this source names it."""
+        benchmarked, release = self.benchmarked(path)
+        revision = Revision(committed_at, self.stream_of(path), commit, path, location, self.name, benchmarked,
+                            release)
+        problem = None if self.paths else key_problem(revision.key)  # exact paths: keys as they always were
+        if problem:
+            raise SourceError(f"revision key {printable(revision.key)!r} of {printable(path)} is {problem}")
+        return revision
+
+    def with_paths(self, paths) -> SourceSpec:
+        """The same declaration with other exact paths (only for a declaration of exact paths)."""
+        return replace(self, paths=tuple(paths)) if self.paths else self
+
+
+# The two upstream sources KernelIndex knows: Liger's main-branch benchmark files and its published runs.
+LIGER_MAIN = SourceSpec(name=SOURCE_NAME, repository=UPSTREAM_REPOSITORY, branch="main", paths=UPSTREAM_PATHS)
+LIGER_GH_PAGES = SourceSpec(
+    name="liger-kernel-gh-pages",
+    repository=UPSTREAM_REPOSITORY,
+    branch="gh-pages",
+    pattern="benchmarks/*/benchmark.csv",
+    run=r"(?P<commit>[0-9a-f]{7,40})(?:-v(?P<release>[0-9]+(?:\.[0-9A-Za-z]+)*))?",
+    stream_prefix="gh-pages/",
+    removals=True,
+)
+SOURCES: tuple[SourceSpec, ...] = (LIGER_MAIN, LIGER_GH_PAGES)
+
+
+def source_spec(name_or_branch: str, repository: str | None = None) -> SourceSpec:
+    """The declaration named `name_or_branch` (a name, or a branch of `repository`); SourceError if none."""
+    for spec in SOURCES:
+        if name_or_branch == spec.name:
+            return spec
+    for spec in SOURCES:
+        if name_or_branch == spec.branch and (repository is None or repository.lower() == spec.repository.lower()):
+            return spec
+    known = ", ".join(f"{s.name} ({s.repository}@{s.branch})" for s in SOURCES)
+    raise SourceError(f"no source declared as {printable(name_or_branch)!r}"
+                      f"{f' for {printable(repository)}' if repository else ''}; declared: {known}")
 
 
 @runtime_checkable

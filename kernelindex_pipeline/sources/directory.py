@@ -1,5 +1,10 @@
 """Snapshots from a directory: INDEX.tsv (commit, committed_at, path, file) and one gzip CSV per revision.
 
+Which source a directory holds (its `SourceSpec`: main-branch files or gh-pages runs) follows from the paths
+INDEX.tsv lists, unless given: the declaration whose files it lists (a directory may not mix two); none
+listed reads as the main-branch source (an empty listing). Under a declaration with `removals`, a row with an
+empty `file` is the commit that removed the path upstream: `read` raises `FileDeletedAtRevision`.
+
 The directory is untrusted input. A `file` entry is read only when it names a regular file inside the
 directory (no `..`, no absolute path, no symlink that leads out); decompression is streamed and stops at
 `max_bytes` (default 256 MiB, `$KERNELINDEX_MAX_SNAPSHOT_BYTES`); names and INDEX.tsv must be UTF-8.
@@ -10,6 +15,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import logging
 import os
 import stat
 import zlib
@@ -17,15 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from kernelindex_pipeline.sources.base import (
-    UPSTREAM_PATHS,
+    LIGER_MAIN,
+    SOURCES,
+    FileDeletedAtRevision,
     MiB,
     Revision,
     SourceError,
+    SourceSpec,
     env_number,
     printable,
-    stream_of,
     utc_iso,
 )
+
+log = logging.getLogger(__name__)
 
 INDEX_NAME = "INDEX.tsv"
 INDEX_COLUMNS = ("commit", "committed_at", "path", "file")
@@ -45,10 +55,15 @@ class _Entry:
 class DirectorySource:
     """A directory with INDEX.tsv (commit, committed_at, path, file) and one gzip CSV per revision."""
 
-    def __init__(self, location: str, paths: tuple[str, ...] = UPSTREAM_PATHS, *, max_bytes: int | None = None):
+    def __init__(self, location: str, paths: tuple[str, ...] | None = None, *, spec: SourceSpec | None = None,
+                 max_bytes: int | None = None):
+        """`spec`: the declaration to read the directory with (default: recognised from INDEX.tsv's paths);
+        `paths`: other exact paths for a declaration of exact paths (the main-branch one by default)."""
         self.location = location
         self.root = Path(location)
-        self.paths = tuple(paths)
+        if paths is not None:
+            spec = (spec or LIGER_MAIN).with_paths(paths)
+        self._spec: SourceSpec | None = spec
         if max_bytes is None:
             max_bytes = env_number("KERNELINDEX_MAX_SNAPSHOT_BYTES", MAX_SNAPSHOT_BYTES, int)
         if not max_bytes >= 1:
@@ -64,6 +79,18 @@ class DirectorySource:
     def __repr__(self) -> str:
         return f"DirectorySource('{printable(self.location)}')"
 
+    @property
+    def spec(self) -> SourceSpec:
+        """The declaration this directory is read with (recognised from INDEX.tsv when not given)."""
+        if self._spec is None:
+            self._index()
+        return self._spec
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The exact paths of the declaration (empty for a declaration by pattern)."""
+        return self.spec.paths
+
     # -- the source interface -------------------------------------------------------------------------
 
     def list_revisions(self) -> list[Revision]:
@@ -73,6 +100,9 @@ class DirectorySource:
         entry = self._index().get((revision.commit, revision.path))
         if entry is None:
             raise SourceError(f"{revision.key} is not listed in {printable(self.root / INDEX_NAME)}")
+        if not entry.file and self.spec.removals:
+            raise FileDeletedAtRevision(f"{revision.key}: commit {revision.commit[:12]} removed {revision.path} "
+                                        f"({INDEX_NAME} line {entry.line}: no file)")
         path = self._file_of(entry)
         what = f"{revision.key}: {printable(path)}"
         with self._open_regular(path, what) as handle:
@@ -86,7 +116,7 @@ class DirectorySource:
     # -- INDEX.tsv, read once per source --------------------------------------------------------------
 
     def _index(self) -> dict[tuple[str, str], _Entry]:
-        """The entries for `paths`, keyed by (commit, path); the first line of a pair wins."""
+        """The entries of the declaration's files, keyed by (commit, path); the first line of a pair wins."""
         if self._entries is None:
             entries: dict[tuple[str, str], _Entry] = {}
             for entry in self._read_index():
@@ -112,23 +142,40 @@ class DirectorySource:
             if missing:
                 raise SourceError(f"{shown} is not a revision index ({', '.join(INDEX_COLUMNS)}): "
                                   f"no column {', '.join(missing)}")
-            entries = []
-            for row in reader:
-                if row["path"] not in self.paths:
-                    continue
-                line = reader.line_num
-                if any(row[c] is None for c in INDEX_COLUMNS):
-                    raise SourceError(f"{shown} line {line}: fewer than {len(INDEX_COLUMNS)} columns")
-                try:
-                    committed_at = utc_iso(row["committed_at"])
-                except ValueError:
-                    raise SourceError(f"{shown} line {line}: committed_at '{printable(row['committed_at'])}' "
-                                      "is not an ISO 8601 time") from None
-                revision = Revision(committed_at, stream_of(row["path"]), row["commit"], row["path"], self.location)
-                entries.append(_Entry(revision, row["file"], line))
+            rows = [(reader.line_num, row) for row in reader]
         except csv.Error as exc:
             raise SourceError(f"{shown} line {reader.line_num}: not a TSV row ({exc})") from None
+        spec = self._spec or self._recognise(shown, [row["path"] for _, row in rows if row["path"] is not None])
+        self._spec = spec
+        entries = []
+        skipped = set()
+        for line, row in rows:
+            if row["path"] is None or not spec.matches(row["path"]):
+                if row["path"] is not None and spec.looks_like(row["path"]):
+                    skipped.add(row["path"])
+                continue
+            if any(row[c] is None for c in INDEX_COLUMNS):
+                raise SourceError(f"{shown} line {line}: fewer than {len(INDEX_COLUMNS)} columns")
+            try:
+                committed_at = utc_iso(row["committed_at"])
+            except ValueError:
+                raise SourceError(f"{shown} line {line}: committed_at '{printable(row['committed_at'])}' "
+                                  "is not an ISO 8601 time") from None
+            revision = spec.revision(committed_at, row["commit"], row["path"], self.location)
+            entries.append(_Entry(revision, row["file"], line))
+        if skipped:
+            log.warning("%s: skipped %d %s path(s) whose run directory does not parse: %s", shown,
+                        len(skipped), spec.name, ", ".join(printable(p) for p in sorted(skipped)[:5]))
         return entries
+
+    @staticmethod
+    def _recognise(shown: str, paths: list[str]) -> SourceSpec:
+        """The declaration whose files INDEX.tsv lists; the main-branch one when it lists none."""
+        found = [spec for spec in SOURCES if any(spec.matches(p) for p in paths)]
+        if len(found) > 1:
+            raise SourceError(f"{shown} lists files of several sources ({', '.join(s.name for s in found)}): "
+                              "keep one source per directory")
+        return found[0] if found else LIGER_MAIN
 
     # -- files inside the directory -------------------------------------------------------------------
 

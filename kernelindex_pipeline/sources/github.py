@@ -13,10 +13,20 @@ disk. An optional token (from the environment variable named by ``token_env``) i
 Bearer ...`` to the API and raw hosts only, and never appears in a log line or an error message. Every failure
 is a ``SourceError`` with a one-line reason.
 
+What is listed follows from the source's declaration (`SourceSpec`, ``LIGER_MAIN`` unless the location names
+another: ``github:owner/name@gh-pages``, or ``http(s)://...#gh-pages`` where the fragment is never sent):
+its exact paths, or, for a declaration by pattern (gh-pages runs), every path of the branch's tree that matches
+(``{api}/repos/{owner}/{name}/git/trees/{branch}?recursive=1``, at most `MAX_TREE_BYTES`, refused when GitHub
+says it is truncated) plus the matching `paths` the caller names (runs upstream has since removed: the tree
+no longer has them, their history still does). Each path's history is ``commits?sha={branch}&path=...``.
+
 The listing for a path includes the commit that deleted the file (if upstream ever does); its raw file is a
 404. ``read`` then asks the API for that commit (``{api}/repos/{owner}/{name}/commits/{sha}``) and, only when
 the commit's file list says the path was removed (or renamed away), raises ``FileDeletedAtRevision``, which
 the ingestion records as a revision with no rows. Any other 404 stays a plain ``SourceError``.
+
+Long because one source class serves both declarations' listing shapes (commits per path for the main
+branch, the branch tree for gh-pages) with the cache and the deleted-file check they share.
 """
 
 from __future__ import annotations
@@ -30,8 +40,8 @@ import re
 from pathlib import Path
 from urllib.parse import quote, urlencode, urlsplit
 
-from kernelindex_pipeline.sources.base import (UPSTREAM_PATHS, UPSTREAM_REPOSITORY, FileDeletedAtRevision, MiB,
-                                               Revision, SourceError, env_number, one_line, stream_of, utc_iso)
+from kernelindex_pipeline.sources.base import (LIGER_MAIN, FileDeletedAtRevision, MiB, Revision, SourceError,
+                                               SourceSpec, env_number, one_line, printable, source_spec, utc_iso)
 from kernelindex_pipeline.sources.http import Deadline, HttpClient, NotFound, Transient, display, origin
 
 log = logging.getLogger(__name__)
@@ -42,9 +52,11 @@ DEADLINE_PER_TIMEOUT = 4  # the default deadline, in per-read timeouts
 MAX_PAGES = 100
 MAX_JSON_DEPTH = 64
 MAX_LISTING_BYTES = 8 * MiB  # a page of 100 commits is well under 1 MiB; the cap bounds the JSON work too
+MAX_TREE_BYTES = 32 * MiB  # GitHub truncates a recursive tree at 100,000 entries / 7 MB anyway
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 _REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
+_SELECTOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 _JSON_MARK = re.compile(rb'[\[\]{}"]')
 _JSON_STRING_REST = re.compile(rb'(?:[^"\\]|\\.)*+"', re.DOTALL)
@@ -71,8 +83,9 @@ class GitHubSource:
         self,
         location: str,
         *,
-        paths: tuple[str, ...] = UPSTREAM_PATHS,
-        repository: str = UPSTREAM_REPOSITORY,
+        paths: tuple[str, ...] | None = None,
+        repository: str | None = None,
+        spec: SourceSpec | None = None,
         api_url: str | None = None,
         raw_url: str | None = None,
         token_env: str = "GITHUB_TOKEN",
@@ -87,14 +100,29 @@ class GitHubSource:
         per_page: int = 100,
     ):
         self.location = location
-        self.paths = tuple(paths)
+        selector = ""
         if location.startswith("github:"):
-            repository = location.removeprefix("github:").strip("/")
+            named, _, selector = location.removeprefix("github:").partition("@")
+            repository = named.strip("/")
             default_api, default_raw = GITHUB_API_URL, GITHUB_RAW_URL
         elif location.startswith(("http://", "https://")):
-            default_api = default_raw = location.rstrip("/")
+            base, _, selector = location.partition("#")
+            default_api = default_raw = base.rstrip("/")
         else:
             raise SourceError(f"not a GitHub location (github:owner/name or an http(s) URL): {location!r}")
+        if selector and not _SELECTOR.fullmatch(selector):
+            raise SourceError(f"not a source or branch name: {printable(selector)!r} in {display(location)!r}")
+        if spec is None:
+            spec = source_spec(selector) if selector else LIGER_MAIN
+        self.extra_paths: tuple[str, ...] = ()
+        if paths is not None:
+            if spec.paths:
+                spec = spec.with_paths(paths)
+            else:
+                self.extra_paths = tuple(p for p in paths if spec.matches(p))
+        self.spec = spec
+        self.paths = spec.paths  # exact paths; a declaration by pattern lists the branch's tree
+        repository = repository or spec.repository
         if not _REPOSITORY.fullmatch(repository):
             raise SourceError(f"not a repository name (owner/name): {repository!r}")
         self.repository = repository
@@ -129,7 +157,7 @@ class GitHubSource:
         )
 
     def __repr__(self) -> str:
-        return f"GitHubSource({self.location!r}, repository={self.repository!r})"
+        return f"GitHubSource({self.location!r}, repository={self.repository!r}, source={self.spec.name!r})"
 
     @property
     def sleep(self):
@@ -153,15 +181,37 @@ class GitHubSource:
 
     def list_revisions(self) -> list[Revision]:
         revisions = []
-        for path in self.paths:
+        for path in self.list_paths():
             seen: set[str] = set()
             for item in self._list_commits(path):
                 sha = item["sha"]
                 if sha not in seen:
                     seen.add(sha)
                     committed_at = utc_iso(item["commit"]["committer"]["date"])
-                    revisions.append(Revision(committed_at, stream_of(path), sha, path, self.location))
+                    revisions.append(self.spec.revision(committed_at, sha, path, self.location))
         return sorted(revisions)
+
+    def list_paths(self) -> tuple[str, ...]:
+        """The files whose history is listed: the exact paths, or the branch tree's matches plus `paths` given."""
+        if self.spec.paths:
+            return self.spec.paths
+        tree = self._tree_paths()
+        skipped = sorted(p for p in tree if self.spec.looks_like(p) and not self.spec.matches(p))
+        if skipped:
+            log.warning("%s: skipped %d path(s) whose run directory does not parse: %s", self.spec.name,
+                        len(skipped), ", ".join(printable(p) for p in skipped[:5]))
+        return self.spec.select(tree + list(self.extra_paths))
+
+    def _tree_paths(self) -> list[str]:
+        """The file paths of the branch's tree, from one recursive tree request."""
+        url = f"{self.api_url}/repos/{self.repository}/git/trees/{quote(self.spec.branch, safe='')}?recursive=1"
+        what = f"the {self.spec.branch} tree from {display(self.api_url)}"
+        body, _, _ = self._http.get(url, what, Deadline(self.deadline_s), headers=_API_HEADERS, check=_check_tree,
+                                    max_bytes=MAX_TREE_BYTES)
+        tree = _check_tree(body)
+        if tree.get("truncated") is True:
+            raise SourceError(f"{what}: GitHub truncated the recursive listing; cannot list every run")
+        return [entry["path"] for entry in tree["tree"] if entry.get("type") == "blob"]
 
     def read(self, revision: Revision) -> bytes:
         if not _SHA.fullmatch(revision.commit):
@@ -199,7 +249,8 @@ class GitHubSource:
         """The commit objects of one path, page after page, within one deadline and `max_pages` pages."""
         base = f"{self.api_url}/repos/{self.repository}/commits"
         what = f"commit listing of {path} from {display(base)}"
-        url: str | None = f"{base}?{urlencode({'path': path, 'per_page': self.per_page, 'page': 1})}"
+        query = {"sha": self.spec.branch, "path": path, "per_page": self.per_page, "page": 1}
+        url: str | None = f"{base}?{urlencode(query)}"
         deadline = Deadline(self.deadline_s)
         visited: set[str] = set()
         while url:
@@ -321,6 +372,17 @@ def _check_csv(body: bytes) -> None:
 def _check_json_object(body: bytes) -> None:
     if not isinstance(_parse_json(body, "the response"), dict):
         raise Transient("the response is not a JSON object")
+
+
+def _check_tree(body: bytes) -> dict:
+    """A git tree object: a ``tree`` list of entries, each with a string ``path`` and ``type``."""
+    tree = _parse_json(body, "the tree listing")
+    if not isinstance(tree, dict) or not isinstance(tree.get("tree"), list):
+        raise Transient("the tree listing is not a JSON object with a tree list")
+    for entry in tree["tree"]:
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("type"), str)):
+            raise Transient("the tree listing has a malformed entry")
+    return tree
 
 
 def _check_listing(body: bytes) -> list[dict]:
