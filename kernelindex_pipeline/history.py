@@ -3,35 +3,46 @@
 A run keeps the values of its first publication: listings are ordered by the publication that brought
 their revision in, then by upstream commit time, so a revision that arrives late, however back-dated,
 never changes a published value (its differing listings are conflicts). Withdrawal follows upstream's
-own order: a run is withdrawn once the newest usable listing of its file (by commit time) lacks it.
+own order: a run is withdrawn once no stream that listed it (a main-branch file or a gh-pages run) still
+lists it in its newest usable listing (by commit time).
+
+One measurement is one run, whichever publication listed it: the main-branch files and the gh-pages runs
+are two publications of Liger-Kernel's benchmarks, so a run's id is the hash of `liger-kernel-bench:` and
+its external id (kernel, pass, provider, GPU, workload, timestamp) in both. A main-branch row copied from a
+gh-pages run therefore lands on the same run, ranked once; `source` names the publication that listed it
+first, and `run_listings` every listing.
 """
 
 from __future__ import annotations
 
 RUNS_SQL = """
 WITH o AS (
-    SELECT o.*, s.stream, s.committed_at, coalesce(s.publication, 0) AS publication
+    SELECT o.*, s.stream, s.committed_at, coalesce(s.publication, 0) AS publication, s.source AS listed_by,
+        s.benchmarked_commit, s.release
     FROM observations o JOIN snapshots s USING (revision_key)
 ), first_seen AS (
     SELECT * FROM o QUALIFY row_number() OVER (
         PARTITION BY run_id ORDER BY publication, committed_at, revision_key, line_number) = 1
 ), span AS (
-    SELECT run_id, arg_max(revision_key, committed_at) AS last_seen_revision, max(committed_at) AS last_seen_at
-    FROM o GROUP BY run_id
-), latest AS (
-    SELECT stream, max(committed_at) AS latest_at FROM snapshots
+    SELECT run_id, arg_max(revision_key, committed_at) AS last_seen_revision FROM o GROUP BY run_id
+), latest AS (  -- the newest usable listing of each stream (file or gh-pages run)
+    SELECT arg_max(revision_key, committed_at) AS revision_key FROM snapshots
     WHERE coalesce(state, 'listed') IN ('listed', 'deleted') GROUP BY stream
+), listed_now AS (  -- runs some stream still lists in its newest listing
+    SELECT DISTINCT run_id FROM observations SEMI JOIN latest USING (revision_key)
 ), source_native AS (
     SELECT f.run_id,
         k.id_prefix || strftime(f.observed_at, '%Y-%m-%d-%H-%M-%S') || k.id_suffix AS external_id,
         k.title, k.kernel_name AS kernel, k.kernel_operation_mode AS operation_mode, k.kernel_provider AS provider,
         k.implementation, k.project, k.metric, CASE k.metric WHEN 'latency' THEN 'ns' ELSE 'bytes' END AS unit,
         f.median_value, f.p20_value, f.p80_value, k.gpu, k.form_factor, k.architecture, k.workload_slug,
-        f.observed_at, k.evidence_level, k.source, f.revision_key AS first_seen_revision, s.last_seen_revision,
-        s.last_seen_at < l.latest_at AS withdrawn_upstream, k.comparison_key, k.protocol_digest, k.workload_digest,
+        f.observed_at, k.evidence_level, coalesce(f.listed_by, k.source) AS source,
+        f.revision_key AS first_seen_revision, s.last_seen_revision,
+        f.run_id NOT IN (SELECT run_id FROM listed_now) AS withdrawn_upstream, k.comparison_key, k.protocol_digest,
+        k.workload_digest,
         k.environment_digest, k.implementation_digest, f.liger_version, 'passed' AS status, k.known_kernel,
-        f.source_p20, f.source_p50, f.source_p80, k.metric_unit AS source_unit
-    FROM first_seen f JOIN run_keys k USING (dim_key) JOIN span s USING (run_id) JOIN latest l ON l.stream = f.stream
+        f.source_p20, f.source_p50, f.source_p80, k.metric_unit AS source_unit, f.benchmarked_commit, f.release
+    FROM first_seen f JOIN run_keys k USING (dim_key) JOIN span s USING (run_id)
 )
 SELECT run_id, external_id,
     left('liger-' || trim(regexp_replace(lower(external_id), '[^a-z0-9]+', '-', 'g'), '-'), 100) AS name,
@@ -43,7 +54,7 @@ SELECT run_id, external_id, name, title, kernel, operation_mode, provider, imple
     source, NULL AS first_seen_revision, NULL AS last_seen_revision, false AS withdrawn_upstream, comparison_key,
     protocol_digest, workload_digest, environment_digest, implementation_digest, NULL AS liger_version, status,
     true AS known_kernel, NULL::DOUBLE AS source_p20, NULL::DOUBLE AS source_p50, NULL::DOUBLE AS source_p80,
-    NULL AS source_unit
+    NULL AS source_unit, NULL AS benchmarked_commit, NULL AS release
 FROM controlled_runs
 """
 

@@ -5,7 +5,7 @@ SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS snapshots (
     revision_key VARCHAR, source VARCHAR, stream VARCHAR, source_file VARCHAR, commit VARCHAR,
     committed_at TIMESTAMPTZ, sha256 VARCHAR, bytes BIGINT, location VARCHAR, state VARCHAR, problem VARCHAR,
-    publication BIGINT);
+    publication BIGINT, benchmarked_commit VARCHAR, release VARCHAR);
 CREATE TABLE IF NOT EXISTS observations (
     run_id VARCHAR, dim_key UBIGINT, revision_key VARCHAR, line_number BIGINT, observed_at TIMESTAMP,
     liger_version VARCHAR, median_value BIGINT, p20_value BIGINT, p80_value BIGINT,
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS runs (
     first_seen_revision VARCHAR, last_seen_revision VARCHAR, withdrawn_upstream BOOLEAN, comparison_key VARCHAR,
     protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR, implementation_digest VARCHAR,
     liger_version VARCHAR, status VARCHAR, known_kernel BOOLEAN, source_p20 DOUBLE, source_p50 DOUBLE,
-    source_p80 DOUBLE, source_unit VARCHAR);
+    source_p80 DOUBLE, source_unit VARCHAR, benchmarked_commit VARCHAR, release VARCHAR);
 CREATE TABLE IF NOT EXISTS manifests (run_id VARCHAR, manifest VARCHAR, run_digest VARCHAR);
 CREATE TABLE IF NOT EXISTS ranks (
     run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT, evidence_level VARCHAR);
@@ -70,4 +70,8 @@ MIGRATIONS_SQL = """
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS state VARCHAR;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS problem VARCHAR;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS publication BIGINT;
+ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS benchmarked_commit VARCHAR;
+ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS release VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS benchmarked_commit VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS release VARCHAR;
 """

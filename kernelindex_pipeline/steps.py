@@ -61,10 +61,10 @@ class Publication:
 def land_revision(wh: Warehouse, revision: Revision, data: bytes | None, state: str = LISTED) -> None:
     """Store a fetched revision's bytes, then its record, for the next publication to take in."""
     sha = wh.store_raw(data) if data is not None else None
-    wh.land({"revision_key": revision.key, "source": SOURCE_NAME, "stream": revision.stream,
+    wh.land({"revision_key": revision.key, "source": revision.source, "stream": revision.stream,
              "source_file": revision.path, "commit": revision.commit, "committed_at": revision.committed_at,
              "sha256": sha, "bytes": len(data) if data is not None else 0, "location": revision.location,
-             "state": state})
+             "state": state, "benchmarked_commit": revision.benchmarked_commit, "release": revision.release})
 
 
 def land_unlisted(wh: Warehouse, key: str) -> None:
@@ -127,7 +127,8 @@ def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> 
     rows = pa.Table.from_pylist([{**r, "committed_at": r.get("committed_at")} for r in landed], schema=pa.schema([
         ("revision_key", pa.string()), ("source", pa.string()), ("stream", pa.string()), ("source_file", pa.string()),
         ("commit", pa.string()), ("committed_at", pa.string()), ("sha256", pa.string()), ("bytes", pa.int64()),
-        ("location", pa.string()), ("state", pa.string())]))
+        ("location", pa.string()), ("state", pa.string()), ("benchmarked_commit", pa.string()),
+        ("release", pa.string())]))
     con.register("landed", rows)
     new = con.execute(f"""
         SELECT l.revision_key FROM landed l LEFT JOIN snapshots s USING (revision_key)
@@ -140,7 +141,7 @@ def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> 
         con.execute("""
             INSERT INTO snapshots BY NAME
             SELECT revision_key, source, stream, source_file, commit, CAST(committed_at AS TIMESTAMPTZ) AS committed_at,
-                sha256, bytes, location, state, NULL AS problem, ? AS publication
+                sha256, bytes, location, state, NULL AS problem, ? AS publication, benchmarked_commit, release
             FROM landed WHERE list_contains(?, revision_key)""", [publication, keys]).fetchall()
     [(total,)] = con.execute("SELECT coalesce(sum(bytes), 0) FROM landed WHERE list_contains(?, revision_key)",
                              [keys]).fetchall()
@@ -152,10 +153,11 @@ def normalize_snapshots(con: duckdb.DuckDBPyConnection, wh: Warehouse, keys: Seq
     """Normalize newly listed snapshots into observations and quarantine rows; a file that cannot be parsed
     at all is marked unparseable (its lines quarantined), so it withdraws nothing."""
     listed = con.execute(
-        "SELECT revision_key, stream, commit, source_file, CAST(committed_at AS VARCHAR), location, sha256 "
+        "SELECT stream, commit, source_file, CAST(committed_at AS VARCHAR), location, sha256, source, "
+        "benchmarked_commit, release "
         f"FROM snapshots WHERE list_contains(?, revision_key) AND state = '{LISTED}'", [list(keys)]).fetchall()
-    snapshots = [Snapshot(Revision(at, stream, commit, path, location), wh.load_raw(sha))
-                 for key, stream, commit, path, at, location, sha in listed]
+    snapshots = [Snapshot(Revision(at, stream, commit, path, location, source, benchmarked, release), wh.load_raw(sha))
+                 for stream, commit, path, at, location, sha, source, benchmarked, release in listed]
     if not snapshots:
         return StepResult(0, False, {"rows_in": 0, "quarantined": 0, "snapshots": 0, "keys": []})
     result = normalize(snapshots)

@@ -93,6 +93,11 @@ SELECT kernel, operation_mode, metric, workload_slug, gpu, group_size,
     first_run_id, second_run_id, comparison_key
 FROM top2;
 
+CREATE OR REPLACE VIEW run_listings AS
+SELECT o.run_id, s.source, s.stream, s.source_file, s.commit, s.committed_at, s.benchmarked_commit, s.release,
+    o.revision_key, o.line_number
+FROM observations o JOIN snapshots s USING (revision_key);
+
 CREATE OR REPLACE VIEW verdicts_by_kernel AS
 SELECT kernel, protocol, count(DISTINCT comparison_key) AS groups,
     count(DISTINCT comparison_key) FILTER (WHERE verdict <> 'not re-checked') AS groups_rechecked,

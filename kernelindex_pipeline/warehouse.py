@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -258,7 +259,8 @@ class Warehouse:
 
     def land(self, record: dict) -> None:
         """Record a fetched revision (its snapshot row, bytes already stored) for the next publication."""
-        _atomic_write(self.landing_dir / f"{record['revision_key']}.json",
+        name = urllib.parse.quote(record["revision_key"], safe="@")  # gh-pages keys hold slashes
+        _atomic_write(self.landing_dir / f"{name}.json",
                       json.dumps(record, sort_keys=True, default=str).encode())
 
     def landed(self) -> list[dict]:
