@@ -28,6 +28,7 @@ from kernels.llama4_rope import ops as llama4_rope_ops  # noqa: E402
 from kernels.norm_engine import backward, forward, launch, partials, settings  # noqa: E402
 from kernels.norm_engine.settings import OneRow, RowChunks, RowTiles, SlicedRows, WholeRow  # noqa: E402
 from kernelindex_pipeline.gpu import bench, records, rerun  # noqa: E402
+from kernelindex_pipeline.gpu import protocol as P  # noqa: E402
 from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
 
 SEEDS = (1, 2, 3)
@@ -188,18 +189,24 @@ def test_record_shape():
            "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0}}}
     corr = {"seeds": [1], "outputs": {"y": {"rel_error": 1e-3, "tolerance": 1e-2}}, "gradients": {},
             "status": "passed"}
+    doc = P.protocol_document("backward")
     rec = records.evidence_record(target, impl, "kernelindex", "label", "backward", "latency",
-                        {"median": 50_000_000, "p20": 49_000_000, "p80": 51_000_000}, corr, env, "2026-12-02T00:00:00Z")
-    assert set(rec) == {"kernel", "provider", "implementation_label", "mode", "metric", "unit", "median", "p20", "p80",
-                        "status", "correctness", "params", "dtype", "implied", "bytes", "flops", "achieved",
-                        "observed_at", "protocol", "environment"}
+                                  {"median": 50_000_000, "p20": 49_000_000, "p80": 51_000_000,
+                                   "samples": [49_000_000, 50_000_000, 51_000_000]},
+                                  corr, env, "2026-12-02T00:00:00Z", doc, "0123456789ab")
+    assert set(rec) == {"kernel", "provider", "implementation_label", "implementation", "mode", "metric", "unit",
+                        "median", "p20", "p80", "samples", "status", "reason", "correctness", "params", "dtype",
+                        "implied", "bytes", "flops", "achieved", "observed_at", "protocol", "environment"}
+    assert rec["samples"] == [49_000_000, 50_000_000, 51_000_000] and rec["reason"] is None
+    assert rec["implementation"] == {"provider": "kernelindex", "label": "label", "code_revision": "0123456789ab"}
     assert rec["implied"] == {"hidden_act": "gelu_pytorch_tanh"}
     assert rec["protocol"]["metadata"]["name"] == "kernelindex-rerun-backward"
     assert rec["protocol"]["spec"]["measurement"]["timer"] == "cuda_events"
     assert rec["achieved"]["tflops"] == pytest.approx(impl.flops(target["params"], "backward") / 5e7 / 1e3, rel=1e-3)
     failed = records.evidence_record(target, impl, "kernelindex", "label", "backward", "latency", None,
-                           {**corr, "status": "failed", "reason": "bad"}, env, "2026-12-02T00:00:00Z")
+                                     {**corr, "status": "failed", "reason": "bad"}, env, "2026-12-02T00:00:00Z", doc)
     assert failed["median"] is None and failed["status"] == "failed" and failed["correctness"]["reason"] == "bad"
+    assert failed["reason"] == "bad" and failed["samples"] is None
 
 
 def test_shipped_evidence_records_pair_with_upstream_names():
@@ -217,8 +224,10 @@ def test_shipped_evidence_records_pair_with_upstream_names():
                 rec = json.loads(line)
                 spec = kernels.lookup(rec["kernel"])
                 assert spec.input_tensors(rec["params"], rec["dtype"]) is not None
-                assert rec["status"] in ("passed", "failed")
-                assert (rec["median"] is None) == (rec["status"] == "failed")
+                assert rec["status"] in P.STATUSES
+                assert (rec["median"] is None) == (rec["status"] != "passed")
+                if rec["status"] not in ("passed", "failed"):
+                    assert rec["reason"]
 
 
 BWD_VARIANTS = [

@@ -1,4 +1,4 @@
-"""The GPU rerun job from the CPU side: clear refusal without CUDA, and target selection from ranks."""
+"""The GPU rerun job from the CPU side: clear refusal without CUDA, partitions by kernel family."""
 
 import json
 
@@ -16,14 +16,11 @@ def test_rerun_without_cuda_says_so_and_publishes_nothing(shipped_warehouse, mon
     assert not evidence.exists()
 
 
-def test_leader_targets_cover_each_group_leader_and_liger(shipped_warehouse):
-    with shipped_warehouse.reader() as con:
-        targets = reruns.leader_targets(con, ["llama4_rope"], 100)
-    seed = {"seq": 2048, "hidden": 2048, "q_heads": 32, "kv_heads": 8}
-    chosen = [t for t in targets if t["params"] == seed]
-    assert len(chosen) == 1 and chosen[0]["dtype"] == "bf16"
-    assert set(chosen[0]["modes"]) == {"forward", "backward", "full"}
-    assert all(t["kernel"] == "llama4_rope" for t in targets)
+def test_gpu_asset_is_partitioned_by_kernel_family_with_a_device_budget():
+    spec = reruns.gpu_reruns
+    keys = spec.partitions_def.get_partition_keys()
+    assert {"rms_norm", "geglu", "llama4_rope"} <= set(keys) and keys == sorted(keys)
+    assert reruns.RerunConfig().device_minutes > 0 and reruns.RerunConfig().only_unchecked is False
 
 
 def test_gpu_asset_is_tagged_for_a_gpu_node_and_pool():

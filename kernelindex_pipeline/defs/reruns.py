@@ -20,39 +20,21 @@ GPU_OP_TAGS = {"dagster-k8s/config": {"container_config": {"resources": {"limits
 
 
 class RerunConfig(dg.Config):
-    targets: str = Field(
-        default="seeds",
-        description="seeds (the two seed workloads), all (every covered workload), or leaders (the workloads of "
-        "each covered group's current #1 and Liger runs, from the warehouse)",
-    )
-    kernels: list[str] = Field(default_factory=list, description="only these kernels (empty: all of the target set)")
-    max_targets: int = Field(default=24, description="cap on leader workloads per session")
+    device_minutes: float = Field(
+        default=30.0, description="device time for the session: targets are measured in order while the next one "
+        "is expected to fit; those not reached are left for the next materialization")
+    only_unchecked: bool = Field(
+        default=False, description="only workloads whose claims are all 'not re-checked' in claim_checks")
 
 
-def covered_kernels() -> list[str]:
-    """Kernels with rerun implementations (kernels/<name>/impl.py)."""
+def partition_kernels() -> list[str]:
+    """The kernel families with a rerun adapter package (kernels/<name>/impl.py), one partition each;
+    the asset refuses a partition whose adapter ``load_adapter`` does not accept."""
     root = Path(kernels.__file__).parent
     return sorted(p.parent.name for p in root.glob("*/impl.py"))
 
 
-LEADERS_SQL = """
-SELECT r.kernel, w.definition, list(DISTINCT r.operation_mode ORDER BY r.operation_mode) AS modes
-FROM ranks k JOIN runs r USING (run_id) JOIN workloads w USING (workload_digest)
-WHERE r.evidence_level = 'source-native' AND r.metric = 'latency' AND list_contains(?, r.kernel)
-  AND r.operation_mode IN ('forward', 'backward', 'full') AND (k.rank = 1 OR r.provider = 'liger')
-GROUP BY ALL ORDER BY r.kernel, w.definition LIMIT ?
-"""
-
-
-def leader_targets(con, only: list[str], limit: int) -> list[dict]:
-    """Rerun targets for the workloads of each covered group's current #1 and Liger runs."""
-    targets = []
-    for kernel, definition, modes in con.execute(LEADERS_SQL, [only, limit]).fetchall():
-        spec = json.loads(definition)["spec"]
-        targets.append({"kernel": kernel, "params": spec["parameters"], "dtype": spec["dtype"],
-                        "implied": spec["implied"], "providers": ["liger", "huggingface", "kernelindex"],
-                        "modes": list(modes), "metrics": ["latency", "peak_memory"]})
-    return targets
+KERNEL_PARTITIONS = dg.StaticPartitionsDefinition(partition_kernels())
 
 
 def cuda_available() -> bool:
@@ -63,27 +45,32 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-@dg.asset(group_name="evidence", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS)
+@dg.asset(group_name="evidence", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
+          partitions_def=KERNEL_PARTITIONS)
 def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Re-measures covered kernels (liger, huggingface and KernelIndex's own Triton kernels) on this
-    machine's GPU: correctness first on fresh random inputs, then CUDA-event timing; writes one evidence
-    file (gzipped JSONL) into the evidence directory."""
+    """Re-measures one covered kernel family (its partition) on this machine's GPU, for the workloads and
+    providers its source comparison groups hold: correctness first on fresh random inputs, then timing
+    under KernelIndex's protocol and the source's own (do_bench) harness; writes one evidence file
+    (gzipped JSONL) into the evidence directory, within ``device_minutes``."""
     if not cuda_available():
         raise dg.Failure(description=NO_CUDA)
-    from kernelindex_pipeline.gpu import run_reruns
-    from kernelindex_pipeline.gpu.targets import targets_named
+    from kernels._adapter import load_adapter
 
+    from kernelindex_pipeline.gpu import run_reruns
+    from kernelindex_pipeline.gpu.targets import warehouse_targets
+
+    kernel = context.partition_key
+    load_adapter(kernel)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = warehouse.evidence_path() / f"rerun-{stamp}.jsonl.gz"
+    out = warehouse.evidence_path() / f"rerun-{kernel}-{stamp}.jsonl.gz"
     out.parent.mkdir(parents=True, exist_ok=True)
-    if config.targets == "leaders":
-        with warehouse.warehouse().reader() as con:
-            chosen = leader_targets(con, config.kernels or covered_kernels(), config.max_targets)
-    else:
-        chosen = targets_named(config.targets, config.kernels or None)
-    records = run_reruns(chosen, out)
-    failed = sum(r["status"] == "failed" for r in records)
-    return dg.MaterializeResult(metadata={"records": len(records), "failed_correctness": failed,
+    with warehouse.warehouse().reader() as con:
+        chosen = warehouse_targets(con, [kernel], config.only_unchecked)
+    records = run_reruns(chosen, out, budget_s=config.device_minutes * 60)
+    statuses = {s: sum(r["status"] == s for r in records) for s in ("passed", "failed", "unavailable", "too_large")}
+    reached = len({json.dumps([r["params"], r["dtype"]], sort_keys=True) for r in records})
+    return dg.MaterializeResult(metadata={"records": len(records), **{f"records_{s}": n for s, n in statuses.items()},
+                                          "targets": len(chosen), "targets_measured": reached,
                                           "evidence_file": dg.MetadataValue.path(str(out))})
 
 

@@ -1,5 +1,6 @@
 """Measuring one target's providers on the CUDA device: a pass prepared per provider, its peak memory
-alone on the card, and the latency of all providers side by side."""
+alone on the card, the latency of all providers side by side, and the latency as the source's own
+harness (triton do_bench) takes it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from kernels._adapter import RerunAdapter
 from kernels._tensors import as_tuple
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.correctness import grad_outputs
-from kernelindex_pipeline.gpu.timing import peak_memory, time_interleaved
+from kernelindex_pipeline.gpu.timing import do_bench_replica, peak_memory, time_interleaved
 
 
 def l2_flush_buffer() -> torch.Tensor:
@@ -94,4 +95,32 @@ def measure_latency(impl: RerunAdapter, target: dict, providers: list[str], seed
         release_memory()
     del states, flush
     release_memory()
+    return out
+
+
+def measure_replica(impl: RerunAdapter, target: dict, providers: list[str], seed: int = 0) -> dict:
+    """{provider: {(mode, "latency"): stats}} under the source-replica protocol: each provider's pass
+    timed on its own by ``triton.testing.do_bench``, one provider after another, as the source does."""
+    out = {p: {} for p in providers}
+    for p in providers:
+        st = prepare_pass(impl, target, p, seed)
+        built, dys, leaves = st["built"], st["dys"], st["leaves"]
+        for mode in target["modes"]:
+            if mode == "forward":
+                fn = built.fn
+            elif mode == "backward":
+                outs = as_tuple(built.fn())
+
+                def fn(outs=outs, dys=dys):
+                    torch.autograd.backward(outs, dys, retain_graph=True)
+            else:
+                def fn(built=built):
+                    outs = as_tuple(built.fn())
+                    torch.autograd.backward(outs, [torch.randn_like(o) for o in outs], retain_graph=True)
+            out[p][(mode, "latency")] = do_bench_replica(fn, leaves)
+            del fn
+            for leaf in leaves:
+                leaf.grad = None
+        del st, built, dys, leaves
+        release_memory()
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kernelindex_pipeline.catalog import RERUN_FAMILY, SOURCE_REPLICA_FAMILY
+
 API_VERSION = "kernelindex.dev/v1alpha1"
 MODES = ("forward", "backward", "full")
 
@@ -27,6 +29,18 @@ TOLERANCES = {
     "fp16": {"outputs": 2e-3, "gradients": 4e-3},
     "fp32": {"outputs": 1e-4, "gradients": 2e-4},
 }
+
+# The source's harness, as Liger-Kernel's benchmark scripts call it (benchmark/scripts/utils.py): one
+# triton.testing.do_bench per (provider, mode), at do_bench's default budgets, quantiles [0.5, 0.2, 0.8].
+REPLICA_WARMUP_MS = 25
+REPLICA_REPETITION_MS = 100
+REPLICA_QUANTILES = (0.5, 0.2, 0.8)
+
+# Headroom over a workload's input bytes for what a session keeps resident besides them: outputs,
+# gradients, the reference's upcast copies, autograd's saved tensors and the L2 flush buffer.
+RESIDENT_FACTOR = 8
+
+STATUSES = ("passed", "failed", "unavailable", "too_large")
 
 MODE_TITLES = {
     "forward": "forward pass alone (autograd graph built, as in training)",
@@ -86,13 +100,73 @@ def protocol_document(mode: str) -> dict:
                 "tolerances": TOLERANCES,
             },
             "comparability": {
-                "family": "kernelindex_rerun",
+                "family": RERUN_FAMILY,
                 "notes": (
                     "All providers of one workload are measured side by side in one process on one card. "
                     "Latency is device execution time with host launch overhead hidden. Upstream Liger-Kernel "
                     "numbers come from triton.testing.do_bench, which counts host overhead whenever it outlasts "
                     "the L2 flush (most small workloads, e.g. RoPE at seq 2048): compare small-workload medians "
                     "across families with care; large GEMM-bound workloads are comparable."
+                ),
+            },
+        },
+    }
+
+
+REPLICA_MODE_CALLS = {
+    "forward": "do_bench(forward, grad_to_none=leaves)",
+    "backward": "y = forward(); do_bench(lambda: backward(y, dy, retain_graph=True), grad_to_none=leaves)",
+    "full": "do_bench(lambda: backward(forward(), randn_like(y), retain_graph=True), grad_to_none=leaves)",
+}
+
+
+def replica_protocol_document(mode: str) -> dict:
+    """The source's own harness, replicated: what Liger-Kernel's published numbers measure."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "BenchmarkProtocol",
+        "metadata": {
+            "name": f"liger-do-bench-replica-{mode}",
+            "title": f"Liger-Kernel benchmark harness (triton do_bench), replicated: {MODE_TITLES[mode]}",
+        },
+        "spec": {
+            "harness": {
+                "name": "kernelindex_pipeline.gpu.rerun (source-replica)",
+                "replicates": "Liger-Kernel benchmark/scripts/utils.py run_speed_benchmark / run_benchmarks",
+                "mode": mode,
+                "call": REPLICA_MODE_CALLS[mode],
+                "gradientsReset": "do_bench grad_to_none: every gradient leaf's .grad set to None before each repetition",
+                "upstreamGradients": ("backward: one seeded gradient per output, drawn once; full: torch.randn_like "
+                                      "of each output drawn inside every repetition, as the source's full()"),
+                "inputs": "the same seeded inputs as the kernelindex_rerun protocol",
+            },
+            "measurement": {
+                "timer": "triton.testing.do_bench (CUDA events around each call, L2 cache zeroed before each)",
+                "primaryStatistic": "median",
+                "quantiles": list(REPLICA_QUANTILES),
+                "warmupMs": REPLICA_WARMUP_MS,
+                "repetitionMs": REPLICA_REPETITION_MS,
+                "repetitions": "do_bench's own: rep / (estimate of 5 calls), at least 1; warm-up likewise",
+                "samples": "do_bench return_mode='all': every repetition's time, ms converted to integer ns",
+                "l2Flush": True,
+                "launchOverhead": "included",
+                "launchOverheadMethod": ("none: no spin before the start event, so whenever the host enqueues a "
+                                         "pass more slowly than the GPU runs it the interval is host time"),
+                "latencyUnit": "ns",
+                "metrics": ["latency"],
+            },
+            "correctness": {
+                "when": "the session's one check, before either protocol times anything; a failure records "
+                        "status failed under both protocols and no timing",
+                "seeds": list(CORRECTNESS_SEEDS),
+                "tolerances": TOLERANCES,
+            },
+            "comparability": {
+                "family": SOURCE_REPLICA_FAMILY,
+                "notes": (
+                    "The source's numbers and these are timed by the same harness on the same pass; they differ in "
+                    "the card, its software and the session. Host overhead is part of every repetition, as in the "
+                    "source, so small workloads measure the host as much as the kernel."
                 ),
             },
         },

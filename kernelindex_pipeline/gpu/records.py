@@ -37,26 +37,39 @@ def achieved(nbytes: int, nflops: int, median_ns: int | None, env: dict) -> dict
 
 
 def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str, mode: str, metric: str,
-                    stats: dict | None, correctness: dict, env: dict, observed_at: str) -> dict:
-    """The record of one provider's ``metric`` in ``mode``; ``stats`` None (no timing) unless it passed."""
+                    stats: dict | None, outcome: dict, env: dict, observed_at: str, protocol: dict,
+                    code_revision: str | None = None) -> dict:
+    """The record of one provider's ``metric`` in ``mode`` under ``protocol``.
+
+    ``outcome`` is the provider's correctness result: its ``status`` (passed, failed, unavailable,
+    too_large) and, unless passed, its ``reason``. ``stats`` is None (null timings) unless it passed;
+    latency stats carry ``samples``, every repetition's time in ns."""
     params, dtype = target["params"], target["dtype"]
     nbytes = int(impl.bytes_moved(params, dtype, mode))
     nflops = int(impl.flops(params, mode))
-    corr = {k: correctness[k] for k in ("seeds", "outputs", "gradients") if k in correctness}
-    if correctness.get("status") == "failed":
-        corr["reason"] = correctness.get("reason", "failed")
+    status = outcome.get("status", "failed")
+    corr = {k: outcome[k] for k in ("seeds", "outputs", "gradients") if k in outcome}
+    reason = None if status == "passed" else (outcome.get("reason") or status)
+    if status == "failed":
+        corr["reason"] = reason
     latency = metric == "latency"
+    implementation = {"provider": provider, "label": label}
+    if provider == "kernelindex" and code_revision:
+        implementation["code_revision"] = code_revision
     return _clean({
         "kernel": target["kernel"],
         "provider": provider,
         "implementation_label": label,
+        "implementation": implementation,
         "mode": mode,
         "metric": metric,
         "unit": "ns" if latency else "bytes",
         "median": stats.get("median") if stats else None,
         "p20": stats.get("p20") if stats else None,
         "p80": stats.get("p80") if stats else None,
-        "status": correctness.get("status", "failed"),
+        "samples": (list(stats["samples"]) if stats and "samples" in stats else None) if latency else None,
+        "status": status,
+        "reason": reason,
         "correctness": corr,
         "params": dict(params),
         "dtype": dtype,
@@ -65,7 +78,7 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
         "flops": nflops,
         "achieved": achieved(nbytes, nflops, stats.get("median") if (stats and latency) else None, env),
         "observed_at": observed_at,
-        "protocol": P.protocol_document(mode),
+        "protocol": protocol,
         "environment": env,
     })
 
@@ -73,7 +86,7 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
 def summary_table(records: list[dict]) -> str:
     """One line per record, for the end of a session's log."""
     lines = [f"{'kernel':<12} {'workload':<44} {'mode':<8} {'provider':<12} {'metric':<11} {'median':>12} "
-             f"{'TB/s':>7} {'%copy':>6} {'%mm':>6} status"]
+             f"{'TB/s':>7} {'%copy':>6} {'%mm':>6} {'protocol':<16} status"]
     for r in records:
         a = r["achieved"]
         wl = ",".join(f"{k}={v}" for k, v in r["params"].items())

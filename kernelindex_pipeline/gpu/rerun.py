@@ -1,9 +1,16 @@
-"""A rerun session: ``python -m kernelindex_pipeline.gpu.rerun --out data/evidence/h200-<date>.jsonl.gz``.
+"""A rerun session: ``python -m kernelindex_pipeline.gpu.rerun --targets-file targets.json --out-dir $OUT``.
 
-For each target (kernel, params, dtype, providers, modes) it checks every provider's correctness on
-fresh seeded inputs, then, for providers that passed, measures peak memory and latency in each mode,
-all providers side by side in this one process, and writes one evidence record per
-(provider, mode, metric) as gzipped JSONL.
+For each target (kernel, params, dtype, providers, modes) it checks every provider's correctness once on
+fresh seeded inputs, then, for providers that passed, measures them under both protocols: KernelIndex's
+(peak memory, and device-time latency with all providers side by side) and the source replica (latency
+as Liger-Kernel's scripts take it with ``triton.testing.do_bench``). It writes one evidence record per
+(provider, mode, metric, protocol), gzipped JSONL, appended and closed after every provider so that a
+session cut short keeps what it measured. Providers that cannot run, fail correctness or whose workload
+does not fit on the card get records too, with their status and reason and no timings.
+
+With ``--budget-minutes`` it measures targets in order while the next one is expected to fit, and keeps
+the targets it did not reach in ``remaining.json`` (rewritten after every target), which the next
+session takes as its ``--targets-file``.
 """
 
 from __future__ import annotations
@@ -12,13 +19,20 @@ import argparse
 import datetime as _dt
 import gzip
 import json
+import re
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from kernels._adapter import load_adapter
+from kernels._adapter import RerunAdapter, load_adapter
+from kernelindex_pipeline.gpu import protocol as P
+from kernelindex_pipeline.gpu.targets import input_bytes, read_targets, targets_named, write_targets
 
 NO_CUDA_MESSAGE = "kernelindex rerun: no CUDA device available here; nothing was measured and nothing was written"
+# What a target is expected to take before any target of the session has been measured.
+FIRST_TARGET_ESTIMATE_S = 30.0
 
 
 class NoCudaDevice(RuntimeError):
@@ -37,98 +51,242 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print) -> list[dict]:
-    """Check, measure and record ``targets``; returns the records written to ``out_path`` (gzipped JSONL).
+def too_large_reason(kernel: str, params: dict, dtype: str, device_bytes: int) -> str | None:
+    """Why a workload cannot be measured on a card of ``device_bytes``, or None when it is expected to fit."""
+    nbytes = input_bytes(kernel, params, dtype)
+    if nbytes is None or nbytes * P.RESIDENT_FACTOR <= device_bytes:
+        return None
+    return (f"inputs of {nbytes / 2**30:.1f} GiB, {P.RESIDENT_FACTOR}x resident with outputs, gradients and the "
+            f"reference, exceed the device's {device_bytes / 2**30:.1f} GiB")
 
-    Every target's kernel adapter is loaded (and checked against ``kernels._adapter.RerunAdapter``)
-    before anything is measured."""
+
+def protocol_metrics(target: dict) -> dict[str, tuple[dict, list[str]]]:
+    """{family: (protocol document per mode, metrics)} of the protocols a target is recorded under."""
+    metrics = list(target.get("metrics", ["latency", "peak_memory"]))
+    return {
+        P.RERUN_FAMILY: ({m: P.protocol_document(m) for m in target["modes"]}, metrics),
+        P.SOURCE_REPLICA_FAMILY: ({m: P.replica_protocol_document(m) for m in target["modes"]},
+                                  [m for m in metrics if m == "latency"]),
+    }
+
+
+def target_records(target: dict, impl: RerunAdapter, outcomes: dict, stats: dict, env: dict, observed_at: str,
+                   code_revision: str | None) -> dict[str, list[dict]]:
+    """{provider: its records under both protocols}: every provider of the target (measured or not) and
+    every provider the target lists as unavailable, for each mode and metric."""
+    from kernelindex_pipeline.gpu.records import evidence_record
+
+    out = {}
+    for provider, outcome in outcomes.items():
+        recs = []
+        for family, (documents, metrics) in protocol_metrics(target).items():
+            measured = stats.get(family, {}).get(provider, {})
+            result = measured.get("outcome", outcome)
+            for mode in target["modes"]:
+                for metric in metrics:
+                    st = measured.get((mode, metric)) if result["status"] == "passed" else None
+                    recs.append(evidence_record(target, impl, provider, outcome.get("label") or provider, mode, metric,
+                                                st, result, env, observed_at, documents[mode], code_revision))
+        out[provider] = recs
+    return out
+
+
+def _is_oom(reason: str | None) -> bool:
+    return bool(reason) and "OutOfMemoryError" in reason
+
+
+def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=print) -> tuple[dict, dict]:
+    """(outcomes, stats) of one target: each provider's status (correctness first, once), then the
+    measurements of those that passed, ``stats`` as {family: {provider: {(mode, metric): stats}}} (with an
+    ``outcome`` entry where a provider's measurement under that protocol alone crashed)."""
+    from kernelindex_pipeline.gpu.correctness import check_correctness
+    from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, measure_replica, release_memory
+
+    kernel = target["kernel"]
+    outcomes = {p: {"status": "unavailable", "reason": r} for p, r in target.get("unavailable", {}).items()}
+    stats: dict = {P.RERUN_FAMILY: {}, P.SOURCE_REPLICA_FAMILY: {}}
+    providers = [p for p in target["providers"] if p not in outcomes]
+    large = too_large_reason(kernel, target["params"], target["dtype"], device_bytes)
+    if large:
+        outcomes.update({p: {"status": "too_large", "reason": large} for p in providers})
+        return outcomes, stats
+    try:
+        corr = check_correctness(impl, providers, target["params"], target["dtype"], "cuda")
+    except Exception as exc:  # noqa: BLE001 - one target's crash does not end the session
+        reason = f"correctness check crashed: {exc!r}"[:500]
+        status = "too_large" if _is_oom(repr(exc)) else "failed"
+        outcomes.update({p: {"status": status, "reason": reason} for p in providers})
+        release_memory()
+        return outcomes, stats
+    for p in providers:
+        c = dict(corr[p])
+        if c["status"] == "failed" and _is_oom(c.get("reason")):
+            c["status"] = "too_large"
+        outcomes[p] = c
+    release_memory()
+
+    def crashed(ps, what, exc):
+        log(f"  {kernel} {ps}: {what} crashed: {exc!r}")
+        for p in ps:
+            status = "too_large" if _is_oom(repr(exc)) else "failed"
+            outcomes[p] = dict(outcomes[p], status=status, reason=f"{what} crashed: {exc!r}"[:500])
+        release_memory()
+
+    metrics = target.get("metrics", ["latency", "peak_memory"])
+    passed = lambda: [p for p in providers if outcomes[p]["status"] == "passed"]  # noqa: E731
+    if "peak_memory" in metrics:
+        for p in passed():
+            try:
+                stats[P.RERUN_FAMILY].setdefault(p, {}).update(measure_memory(impl, target, p))
+            except Exception as exc:  # noqa: BLE001 - recorded as a failed provider
+                crashed([p], "memory measurement", exc)
+    if "latency" in metrics and passed():
+        try:
+            for p, st in measure_latency(impl, target, passed()).items():
+                stats[P.RERUN_FAMILY].setdefault(p, {}).update(st)
+        except Exception as exc:  # noqa: BLE001 - recorded as failed providers
+            crashed(passed(), "latency measurement", exc)
+        for p in passed():
+            try:
+                stats[P.SOURCE_REPLICA_FAMILY].setdefault(p, {}).update(measure_replica(impl, target, [p])[p])
+            except Exception as exc:  # noqa: BLE001 - recorded as failed under this protocol alone
+                log(f"  {kernel} {p}: source-replica measurement crashed: {exc!r}")
+                status = "too_large" if _is_oom(repr(exc)) else "failed"
+                stats[P.SOURCE_REPLICA_FAMILY][p] = {
+                    "outcome": dict(outcomes[p], status=status, reason=f"source-replica measurement crashed: {exc!r}"[:500])}
+                release_memory()
+    return outcomes, stats
+
+
+def run_within_budget(targets: list[dict], measure: Callable[[dict], object], budget_s: float | None = None,
+                      clock: Callable[[], float] = time.monotonic, started: float | None = None,
+                      after: Callable[[int], object] | None = None, log=print) -> list[dict]:
+    """Measure ``targets`` in order while the next one is expected to end within ``budget_s`` of
+    ``started``; returns the targets not measured. A target is expected to take what the last target of
+    its kernel took, else the median of those measured so far (``FIRST_TARGET_ESTIMATE_S`` before any);
+    ``after(i)`` runs once target i is done."""
+    started = clock() if started is None else started
+    took: dict[str, float] = {}
+    durations: list[float] = []
+    for i, target in enumerate(targets):
+        if budget_s is not None:
+            estimate = took.get(target["kernel"], statistics.median(durations) if durations else FIRST_TARGET_ESTIMATE_S)
+            if clock() - started + estimate > budget_s:
+                log(f"budget: {len(targets) - i} targets left for the next session "
+                    f"({clock() - started:.0f} s used, next expected to take {estimate:.0f} s of {budget_s:.0f} s)")
+                return targets[i:]
+        t0 = clock()
+        measure(target)
+        took[target["kernel"]] = clock() - t0
+        durations.append(took[target["kernel"]])
+        if after is not None:
+            after(i)
+    return []
+
+
+def append_records(path: Path, records: list[dict]) -> None:
+    """Append records to a gzipped JSONL file as one gzip member, closed at once (readable if cut short)."""
+    with gzip.open(path, "at", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
+def evidence_name(gpu_name: str, day: str, revision: str) -> str:
+    """``<gpu>-<date>-<harness revision>.jsonl.gz``, the GPU as its model's short name (``h200``)."""
+    words = re.findall(r"[a-z0-9]+", gpu_name.lower())
+    model = next((w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9]*", w)), "-".join(words) or "gpu")
+    return f"{model}-{day}-{revision}.jsonl.gz"
+
+
+def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print, budget_s: float | None = None,
+               remaining_path=None, clock: Callable[[], float] = time.monotonic) -> list[dict]:
+    """Check, measure and record ``targets`` within ``budget_s``; returns the records appended to
+    ``out_path``. Every target's kernel adapter is loaded (and checked against
+    ``kernels._adapter.RerunAdapter``) before anything is measured; the targets not reached are written to
+    ``remaining_path`` (when given)."""
     if not cuda_available():
         raise NoCudaDevice(NO_CUDA_MESSAGE)
+    started = clock()
     # Imported here, once CUDA is known to be there: without it, this module answers without torch.
     import torch
 
-    from kernelindex_pipeline.gpu.correctness import check_correctness
     from kernelindex_pipeline.gpu.device import max_sm_clock_hz
     from kernelindex_pipeline.gpu.environment import capture_environment
-    from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, release_memory
-    from kernelindex_pipeline.gpu.records import evidence_record
+    from kernelindex_pipeline.gpu.provenance import kernel_revision
 
     adapters = {kernel: load_adapter(kernel) for kernel in dict.fromkeys(t["kernel"] for t in targets)}
+    revisions = {kernel: kernel_revision(kernel) for kernel in adapters}
     torch.backends.cuda.matmul.allow_tf32 = False
     env = env or capture_environment(targets)
+    device_bytes = torch.cuda.get_device_properties(0).total_memory
     log(f"environment: {env['metadata']['title']}; ceilings {env['spec']['ceilings']}; "
         f"spin clock {max_sm_clock_hz() / 1e6:.0f} MHz")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     records: list[dict] = []
-    with gzip.open(out_path, "wt", encoding="utf-8") as fh:
-        for target in targets:
-            t0 = time.time()
-            impl = adapters[target["kernel"]]
-            try:
-                corr = check_correctness(impl, target["providers"], target["params"], target["dtype"], "cuda")
-            except Exception as exc:  # noqa: BLE001 - one target's crash does not end the session
-                log(f"  {target['kernel']} {target['params']}: correctness check crashed: {exc!r}")
-                continue
-            metrics = target.get("metrics", ["latency", "peak_memory"])
-            passed = [p for p in target["providers"] if corr[p]["status"] == "passed"]
-            stats = {p: {} for p in passed}
-            observed_at = _now()
-            for p in list(passed):
-                if "peak_memory" not in metrics:
-                    break
-                try:
-                    stats[p].update(measure_memory(impl, target, p))
-                except Exception as exc:  # noqa: BLE001 - recorded as a failed provider
-                    log(f"  {target['kernel']} {p}: memory measurement crashed: {exc!r}")
-                    corr[p] = dict(corr[p], status="failed", reason=f"measurement crashed: {exc!r}"[:500])
-                    passed.remove(p)
-                    release_memory()
-            if "latency" in metrics and passed:
-                try:
-                    for p, st in measure_latency(impl, target, passed).items():
-                        stats[p].update(st)
-                        host = {m: s.get("host_enqueue_ns") for (m, _k), s in st.items()}
-                        log(f"  {target['kernel']} {p}: host enqueue ns per pass {host}")
-                except Exception as exc:  # noqa: BLE001 - recorded as failed providers
-                    log(f"  {target['kernel']}: latency measurement crashed: {exc!r}")
-                    for p in passed:
-                        corr[p] = dict(corr[p], status="failed", reason=f"measurement crashed: {exc!r}"[:500])
-                    release_memory()
-            for provider in target["providers"]:
-                c = corr[provider]
-                if c["status"] == "unavailable":
-                    log(f"  {target['kernel']} {provider}: unavailable ({c['reason']})")
-                    continue
-                if c["status"] != "passed":
-                    log(f"  {target['kernel']} {provider}: FAILED: {c.get('reason')}")
-                for mode in target["modes"]:
-                    for metric in metrics:
-                        st = stats.get(provider, {}).get((mode, metric)) if c["status"] == "passed" else None
-                        rec = evidence_record(target, impl, provider, c.get("label") or provider, mode, metric, st,
-                                              c, env, observed_at)
-                        records.append(rec)
-                        fh.write(json.dumps(rec, sort_keys=True) + "\n")
-                fh.flush()
-            log(f"  done {target['kernel']} {target['params']} {target['dtype']} in {time.time() - t0:.1f}s")
+    if remaining_path is not None:
+        write_targets(remaining_path, targets)
+
+    def measure(target):
+        t0 = time.time()
+        impl = adapters[target["kernel"]]
+        outcomes, stats = measure_target(target, impl, device_bytes, log)
+        by_provider = target_records(target, impl, outcomes, stats, env, _now(), revisions[target["kernel"]])
+        for provider, recs in by_provider.items():
+            o = outcomes[provider]
+            if o["status"] != "passed":
+                log(f"  {target['kernel']} {provider}: {o['status']} ({o.get('reason')})")
+            append_records(out_path, recs)
+            records.extend(recs)
+        log(f"  done {target['kernel']} {target['params']} {target['dtype']} in {time.time() - t0:.1f}s")
+
+    def after(i):
+        if remaining_path is not None:
+            write_targets(remaining_path, targets[i + 1:])
+
+    left = run_within_budget(targets, measure, budget_s, clock, started, after, log)
+    if remaining_path is not None:
+        write_targets(remaining_path, left)
     return records
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelindex_pipeline.gpu.rerun", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="evidence file to write (.jsonl.gz)")
-    ap.add_argument("--targets", choices=["seeds", "all"], default="seeds")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="evidence file to write (.jsonl.gz)")
+    where.add_argument("--out-dir", help="directory for <gpu>-<date>-<harness revision>.jsonl.gz and remaining.json")
+    ap.add_argument("--targets", choices=["seeds", "all"], default="seeds", help="a named target set")
+    ap.add_argument("--targets-file", help="targets exported by python -m kernelindex_pipeline.gpu.targets "
+                    "(or a session's remaining.json); replaces --targets")
     ap.add_argument("--kernels", nargs="*", help="only these kernels")
+    ap.add_argument("--budget-minutes", type=float, help="stop before the next target would run past this")
+    ap.add_argument("--remaining", help="where the targets not reached go (default: remaining.json beside the evidence)")
     args = ap.parse_args(argv)
     if not cuda_available():
         print(NO_CUDA_MESSAGE, file=sys.stderr)
         return 2
-    from kernelindex_pipeline.gpu.records import summary_table
-    from kernelindex_pipeline.gpu.targets import targets_named
+    import torch
 
-    records = run_reruns(targets_named(args.targets, args.kernels), args.out)
+    from kernelindex_pipeline.gpu.provenance import harness_revision
+    from kernelindex_pipeline.gpu.records import summary_table
+
+    if args.targets_file:
+        chosen = read_targets(args.targets_file)
+        if args.kernels:
+            chosen = [t for t in chosen if t["kernel"] in args.kernels]
+    else:
+        chosen = targets_named(args.targets, args.kernels)
+    if args.out:
+        out = Path(args.out)
+    else:
+        day = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+        out = Path(args.out_dir) / evidence_name(torch.cuda.get_device_name(0), day, harness_revision())
+    remaining = Path(args.remaining) if args.remaining else out.parent / "remaining.json"
+    budget = args.budget_minutes * 60 if args.budget_minutes is not None else None
+    records = run_reruns(chosen, out, budget_s=budget, remaining_path=remaining)
     print(summary_table(records))
-    print(f"wrote {len(records)} records to {args.out}")
+    left = len(read_targets(remaining))
+    print(f"wrote {len(records)} records to {out}; {left} targets left in {remaining}")
     return 0
 
 

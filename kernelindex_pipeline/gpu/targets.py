@@ -1,10 +1,23 @@
-"""Which workloads a rerun session measures. Parameter names and values pair with upstream Liger-Kernel runs."""
+"""Which workloads a rerun session measures. Parameter names and values pair with upstream Liger-Kernel runs.
+
+``warehouse_targets`` derives them from the warehouse's source comparison groups;
+``python -m kernelindex_pipeline.gpu.targets --warehouse <home> --out targets.json`` exports them for a
+device that has no warehouse (``python -m kernelindex_pipeline.gpu.rerun --targets-file targets.json``).
+"""
 
 from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import kernels
 
 from kernelindex_pipeline.gpu.protocol import MODES
 
 THREE = ["liger", "huggingface", "kernelindex"]
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int64": 8, "int32": 4, "int8": 1, "bool": 1}
 
 
 def _t(kernel, params, dtype="bf16", providers=THREE, modes=MODES, metrics=("latency", "peak_memory")):
@@ -51,3 +64,133 @@ def targets_named(which: str, kernels: list[str] | None = None) -> list[dict]:
     if kernels:
         chosen = [t for t in chosen if t["kernel"] in kernels]
     return chosen
+
+
+def covered_kernels() -> list[str]:
+    """Kernels whose ``kernels/<kernel>/impl.py`` ``load_adapter`` accepts, in name order."""
+    from kernels._adapter import load_adapter
+
+    covered = []
+    for impl in sorted(Path(kernels.__file__).parent.glob("*/impl.py")):
+        try:
+            load_adapter(impl.parent.name)
+        except Exception:  # noqa: BLE001 - an adapter that does not load or satisfy the contract is not covered
+            continue
+        covered.append(impl.parent.name)
+    return covered
+
+
+SOURCE_GROUPS_SQL = """
+SELECT r.kernel, w.workload_digest, any_value(w.definition) AS definition,
+    list(DISTINCT r.provider ORDER BY r.provider) AS providers,
+    list(DISTINCT r.operation_mode ORDER BY r.operation_mode) AS modes,
+    list(DISTINCT r.metric ORDER BY r.metric) AS metrics
+FROM ranks k JOIN runs r USING (run_id) JOIN workloads w USING (workload_digest)
+WHERE r.evidence_level = 'source-native' AND list_contains(?, r.kernel)
+GROUP BY r.kernel, w.workload_digest
+"""
+
+RECHECKED_SQL = """
+SELECT DISTINCT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
+WHERE c.verdict <> 'not re-checked'
+"""
+
+
+def input_bytes(kernel: str, params: dict, dtype: str) -> int | None:
+    """Bytes of a workload's input tensors, from ``kernels.lookup(kernel).input_tensors``; None if unknown."""
+    tensors = kernels.lookup(kernel).input_tensors(params, dtype)
+    if tensors is None:
+        return None
+    total = 0
+    for t in tensors:
+        n = 1
+        for d in t["shape"]:
+            n *= d
+        total += n * DTYPE_BYTES.get(t["dtype"], 4)
+    return total
+
+
+def write_targets(path: Path, targets: list[dict]) -> None:
+    Path(path).write_text(json.dumps(targets, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_targets(path: Path) -> list[dict]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _bytes(kernel: str, params: dict, dtype: str) -> float:
+    nbytes = input_bytes(kernel, params, dtype)
+    return float("inf") if nbytes is None else nbytes
+
+
+def coverage_first(targets: list[dict]) -> list[dict]:
+    """Each kernel's smallest workload first (kernels in name order), then the rest, smallest first."""
+    ranked = sorted(targets, key=lambda t: (_bytes(t["kernel"], t["params"], t["dtype"]), t["kernel"],
+                                            json.dumps(t["params"], sort_keys=True), t["dtype"]))
+    first, rest, seen = [], [], set()
+    for t in ranked:
+        (rest if t["kernel"] in seen else first).append(t)
+        seen.add(t["kernel"])
+    return sorted(first, key=lambda t: t["kernel"]) + rest
+
+
+def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool = False) -> list[dict]:
+    """Rerun targets from the current source-native ranked runs: one per covered kernel and distinct
+    (workload parameters, dtype), with the providers the source compares that the adapter can build
+    (the others listed as ``unavailable``; KernelIndex's own where the adapter has one) and the modes
+    the source measured, in ``coverage_first`` order. ``only_unchecked``: only workloads none of whose
+    claims has a verdict other than ``not re-checked``."""
+    from kernels._adapter import load_adapter
+
+    chosen = [k for k in covered_kernels() if only is None or k in only]
+    checked = set(con.execute(RECHECKED_SQL).fetchall()) if only_unchecked else set()
+    merged: dict[tuple, dict] = {}
+    for kernel, workload_digest, definition, providers, modes, metrics in con.execute(SOURCE_GROUPS_SQL, [chosen]).fetchall():
+        if (kernel, workload_digest) in checked:
+            continue
+        spec = json.loads(definition)["spec"]
+        modes = [m for m in MODES if m in modes]
+        if not modes or spec.get("dtype") is None:
+            continue
+        impl = load_adapter(kernel)
+        key = (kernel, json.dumps(spec["parameters"], sort_keys=True), spec["dtype"])
+        t = merged.setdefault(key, {
+            "kernel": kernel, "params": spec["parameters"], "dtype": spec["dtype"], "implied": spec.get("implied") or {},
+            "workload_digests": [], "source_providers": [], "modes": [], "metrics": []})
+        t["workload_digests"].append(workload_digest)
+        for field, values in (("source_providers", providers), ("modes", modes), ("metrics", metrics)):
+            t[field] = sorted(set(t[field]) | set(values))
+        t["_providers"] = impl.PROVIDERS
+    targets = []
+    for t in merged.values():
+        known = t.pop("_providers")
+        t["providers"] = [p for p in known if p in t["source_providers"] or p == "kernelindex"]
+        t["unavailable"] = {p: f"no rerun provider for {p}" for p in t["source_providers"] if p not in known}
+        t["modes"] = [m for m in MODES if m in t["modes"]]
+        t["metrics"] = [m for m in ("latency", "peak_memory") if m in t["metrics"]]
+        if t["providers"]:
+            targets.append(t)
+    return coverage_first(targets)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernelindex_pipeline.gpu.targets",
+                                 description="export rerun targets derived from a warehouse's source comparison groups")
+    ap.add_argument("--warehouse", required=True, help="the warehouse's KERNELINDEX_HOME")
+    ap.add_argument("--out", required=True, help="targets file to write (JSON)")
+    ap.add_argument("--kernels", nargs="*", help="only these kernels")
+    ap.add_argument("--only-unchecked", action="store_true",
+                    help="only workloads whose claims are all 'not re-checked' in claim_checks")
+    args = ap.parse_args(argv)
+    from kernelindex_pipeline.warehouse import Warehouse
+
+    with Warehouse(args.warehouse).reader() as con:
+        targets = warehouse_targets(con, args.kernels or None, args.only_unchecked)
+    write_targets(Path(args.out), targets)
+    kernels_seen = list(dict.fromkeys(t["kernel"] for t in targets))
+    print(f"wrote {len(targets)} targets over {len(kernels_seen)} kernels to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,10 +12,22 @@ from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.device import max_sm_clock_hz
 
 
-def _quantiles(values_ms):
-    t = torch.tensor(sorted(values_ms), dtype=torch.float64)
-    q = torch.quantile(t, torch.tensor(P.QUANTILES, dtype=torch.float64)).tolist()
-    return {"p20": q[0], "median": q[1], "p80": q[2]}
+def latency_stats(times_ms, quantiles=P.QUANTILES) -> dict:
+    """Median, p20 and p80 in ns of per-repetition times in ms, with the repetitions themselves as ``samples``."""
+    t = torch.tensor(sorted(times_ms), dtype=torch.float64)
+    q = dict(zip(quantiles, torch.quantile(t, torch.tensor(quantiles, dtype=torch.float64)).tolist()))
+    return {"median": int(round(q[0.5] * 1e6)), "p20": int(round(q[0.2] * 1e6)), "p80": int(round(q[0.8] * 1e6)),
+            "repetitions": len(times_ms), "samples": [int(round(v * 1e6)) for v in times_ms]}
+
+
+def do_bench_replica(fn, leaves) -> dict:
+    """One pass timed as the source's benchmark scripts time it: ``triton.testing.do_bench`` at its default
+    warm-up and repetition budgets, ``grad_to_none`` the gradient leaves, every repetition kept."""
+    import triton.testing
+
+    times = triton.testing.do_bench(fn, warmup=P.REPLICA_WARMUP_MS, rep=P.REPLICA_REPETITION_MS,
+                                    grad_to_none=list(leaves) or None, return_mode="all")
+    return latency_stats(list(times), P.REPLICA_QUANTILES)
 
 
 class Timed:
@@ -79,9 +91,7 @@ class Timed:
         self._clear()
 
     def stats(self) -> dict:
-        q = _quantiles(self.times)
-        return {k: int(round(v * 1e6)) for k, v in q.items()} | {
-            "repetitions": len(self.times), "warmups": self.n_warmup, "host_enqueue_ns": int(self.host_s * 1e9)}
+        return latency_stats(self.times) | {"warmups": self.n_warmup, "host_enqueue_ns": int(self.host_s * 1e9)}
 
 
 def time_interleaved(passes: dict, flush: torch.Tensor, rounds: int = P.INTERLEAVE_ROUNDS) -> dict:

@@ -1,0 +1,156 @@
+"""The rerun session without a GPU: budget and continuation on a fake clock, record shapes under both
+protocols (samples for latency; unavailable, too_large and failed records with reasons), file naming."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from kernels._adapter import load_adapter
+from kernelindex_pipeline import catalog
+from kernelindex_pipeline.evidence import controlled_run
+from kernelindex_pipeline.gpu import rerun
+
+ENV = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "ExecutionEnvironment", "metadata": {"name": "x", "title": "x"},
+       "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0},
+                "hardware": {"product": "NVIDIA H200", "formFactor": "SXM", "architecture": "hopper"}}}
+TARGET = {"kernel": "rms_norm", "params": {"rows": 2048, "hidden": 1024, "eps": 1e-06}, "dtype": "bf16",
+          "providers": ["liger", "huggingface", "kernelindex"], "unavailable": {"torch": "no rerun provider for torch"},
+          "modes": ["forward", "full"], "metrics": ["latency", "peak_memory"]}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_budget_stops_before_a_target_that_would_not_fit_and_returns_the_rest():
+    clock = FakeClock()
+    cost = {"a": 50.0, "b": 20.0}
+    done = []
+
+    def measure(t):
+        done.append(t["id"])
+        clock.now += cost[t["kernel"]]
+
+    targets = [{"kernel": k, "id": i} for i, k in enumerate("abababab")]
+    left = rerun.run_within_budget(targets, measure, budget_s=200, clock=clock, log=lambda *_: None)
+    # a: 30 s expected first (fits), then each kernel as its last target took: 50+20+50+20 = 140; the next
+    # a (50 s) would end at 190 <= 200, so it runs; the next b (20 s) would end at 210 > 200.
+    assert done == [0, 1, 2, 3, 4] and [t["id"] for t in left] == [5, 6, 7]
+    assert rerun.run_within_budget(left, measure, budget_s=None, clock=clock) == []
+    assert done[5:] == [5, 6, 7]
+
+
+def test_continuation_file_shrinks_after_every_target(tmp_path):
+    clock = FakeClock()
+    path = tmp_path / "remaining.json"
+    targets = [{"kernel": "a", "id": i} for i in range(4)]
+    rerun.write_targets(path, targets)
+    seen = []
+
+    def measure(t):
+        seen.append(len(rerun.read_targets(path)))
+        clock.now += 40
+
+    left = rerun.run_within_budget(targets, measure, budget_s=100, clock=clock,
+                                   after=lambda i: rerun.write_targets(path, targets[i + 1:]), log=lambda *_: None)
+    rerun.write_targets(path, left)
+    assert seen == [4, 3] and rerun.read_targets(path) == targets[2:]
+
+
+def test_nothing_fits_leaves_every_target():
+    clock = FakeClock()
+    left = rerun.run_within_budget([{"kernel": "a"}], lambda t: None, budget_s=10, clock=clock, log=lambda *_: None)
+    assert left == [{"kernel": "a"}]
+
+
+def _records(outcomes, stats):
+    impl = load_adapter("rms_norm")
+    by_provider = rerun.target_records(TARGET, impl, outcomes, stats, ENV, "2026-12-03T00:00:00Z", "0123456789ab")
+    return [r for recs in by_provider.values() for r in recs]
+
+
+def _stats(samples):
+    return {"median": samples[1], "p20": samples[0], "p80": samples[2], "samples": samples, "repetitions": 3}
+
+
+def test_records_cover_every_provider_mode_metric_and_protocol():
+    outcomes = {"torch": {"status": "unavailable", "reason": "no rerun provider for torch"},
+                "liger": {"status": "passed", "label": "liger-kernel 0.8.5"},
+                "huggingface": {"status": "failed", "reason": "outputs y: rel error 1 > 0.01"},
+                "kernelindex": {"status": "passed", "label": "kernelindex"}}
+    lat = _stats([9000, 10000, 11000])
+    mem = {"median": 2**20, "p20": 2**20, "p80": 2**20}
+    stats = {catalog.RERUN_FAMILY: {p: {(m, "latency"): lat for m in TARGET["modes"]}
+                                    | {(m, "peak_memory"): mem for m in TARGET["modes"]} for p in ("liger", "kernelindex")},
+             catalog.SOURCE_REPLICA_FAMILY: {"liger": {(m, "latency"): lat for m in TARGET["modes"]},
+                                             "kernelindex": {"outcome": {"status": "failed", "reason": "crashed"}}}}
+    recs = _records(outcomes, stats)
+    # 4 providers x 2 modes x (2 metrics kernelindex_rerun + 1 source_replica)
+    assert len(recs) == 4 * 2 * 3
+    family = lambda r: r["protocol"]["spec"]["comparability"]["family"]  # noqa: E731
+    for r in recs:
+        timed = r["status"] == "passed"
+        assert (r["median"] is not None) == timed
+        assert (r["reason"] is None) == timed
+        if r["metric"] == "latency" and timed:
+            assert r["samples"] == [9000, 10000, 11000]
+        else:
+            assert r["samples"] is None
+    by = {(r["provider"], family(r), r["mode"], r["metric"]): r for r in recs}
+    assert by[("torch", "source_replica", "full", "latency")]["status"] == "unavailable"
+    assert by[("torch", "kernelindex_rerun", "forward", "peak_memory")]["reason"] == "no rerun provider for torch"
+    assert by[("huggingface", "source_replica", "forward", "latency")]["status"] == "failed"
+    assert by[("kernelindex", "kernelindex_rerun", "full", "latency")]["status"] == "passed"
+    assert by[("kernelindex", "source_replica", "full", "latency")]["status"] == "failed"
+    assert by[("kernelindex", "source_replica", "full", "latency")]["implementation"]["code_revision"] == "0123456789ab"
+    assert "code_revision" not in by[("liger", "source_replica", "full", "latency")]["implementation"]
+    replica = by[("liger", "source_replica", "forward", "latency")]["protocol"]
+    assert replica["metadata"]["name"] == "liger-do-bench-replica-forward"
+    assert replica["spec"]["measurement"]["quantiles"] == [0.5, 0.2, 0.8]
+    assert replica["spec"]["measurement"]["launchOverhead"] == "included"
+    assert by[("liger", "kernelindex_rerun", "forward", "latency")]["protocol"]["metadata"]["name"] == "kernelindex-rerun-forward"
+
+
+def test_evidence_accepts_records_without_timings():
+    outcomes = {p: {"status": "too_large", "reason": "inputs exceed the device"} for p in TARGET["providers"]}
+    outcomes["torch"] = {"status": "unavailable", "reason": "no rerun provider for torch"}
+    for rec in _records(outcomes, {}):
+        row, *_ = controlled_run(json.loads(json.dumps(rec)), "h200-x.jsonl.gz")
+        assert row["median_value"] is None and row["status"] in ("too_large", "unavailable")
+
+
+def test_too_large_is_judged_from_the_input_tensors():
+    params = TARGET["params"]
+    nbytes = rerun.input_bytes("rms_norm", params, "bf16")
+    assert nbytes >= 2048 * 1024 * 2
+    assert rerun.too_large_reason("rms_norm", params, "bf16", 140 * 2**30) is None
+    reason = rerun.too_large_reason("rms_norm", params, "bf16", nbytes)
+    assert reason and "exceed the device" in reason
+
+
+def test_records_are_appended_as_readable_gzip_members(tmp_path):
+    path = tmp_path / "e.jsonl.gz"
+    rerun.append_records(path, [{"a": 1}])
+    rerun.append_records(path, [{"a": 2}, {"a": 3}])
+    with gzip.open(path, "rt") as fh:
+        assert [json.loads(line)["a"] for line in fh] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("gpu, name", [("NVIDIA H200", "h200-2026-12-03-abc.jsonl.gz"),
+                                       ("NVIDIA H100 80GB HBM3", "h100-2026-12-03-abc.jsonl.gz")])
+def test_evidence_file_is_named_after_gpu_date_and_harness_revision(gpu, name):
+    assert rerun.evidence_name(gpu, "2026-12-03", "abc") == name
+
+
+def test_harness_revision_is_twelve_hex():
+    from kernelindex_pipeline.gpu.provenance import harness_revision, kernel_revision
+
+    for rev in (harness_revision(), kernel_revision("rms_norm")):
+        assert len(rev) == 12 and int(rev, 16) >= 0

@@ -1,0 +1,64 @@
+"""Rerun targets derived from a warehouse built from the shipped data, and their export for the device."""
+
+from __future__ import annotations
+
+import json
+
+from kernels._adapter import load_adapter
+from kernelindex_pipeline.gpu import targets as T
+from kernelindex_pipeline.gpu.protocol import MODES
+
+
+def test_targets_follow_the_source_comparison_groups(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        chosen = T.warehouse_targets(con)
+        groups = con.execute("""
+            SELECT r.kernel, w.definition, list(DISTINCT r.provider), list(DISTINCT r.operation_mode)
+            FROM ranks k JOIN runs r USING (run_id) JOIN workloads w USING (workload_digest)
+            WHERE r.evidence_level = 'source-native' AND r.kernel = 'rms_norm' GROUP BY ALL""").fetchall()
+    covered = T.covered_kernels()
+    assert {"rms_norm", "geglu", "llama4_rope"} <= set(covered)
+    assert {t["kernel"] for t in chosen} <= set(covered)
+    keys = [(t["kernel"], json.dumps(t["params"], sort_keys=True), t["dtype"]) for t in chosen]
+    assert len(keys) == len(set(keys))
+    rms = [t for t in chosen if t["kernel"] == "rms_norm"]
+    assert len(rms) == len({(json.dumps(json.loads(d)["spec"]["parameters"], sort_keys=True),
+                             json.loads(d)["spec"]["dtype"]) for _, d, _, _ in groups})
+    for t in chosen:
+        impl = load_adapter(t["kernel"])
+        assert set(t["providers"]) <= set(impl.PROVIDERS)
+        assert set(t["providers"]) - {"kernelindex"} <= set(t["source_providers"])
+        for p, reason in t["unavailable"].items():
+            assert p not in impl.PROVIDERS and reason == f"no rerun provider for {p}"
+        assert set(t["providers"]) | set(t["unavailable"]) >= set(t["source_providers"])
+        assert t["modes"] and set(t["modes"]) <= set(MODES)
+
+
+def test_coverage_first_then_the_rest(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        chosen = T.warehouse_targets(con)
+    kernels_ = list(dict.fromkeys(t["kernel"] for t in chosen))
+    head = [t["kernel"] for t in chosen[:len(kernels_)]]
+    assert head == sorted(kernels_)
+    first_rms = next(t for t in chosen if t["kernel"] == "rms_norm")
+    assert first_rms["params"]["hidden"] == min(t["params"]["hidden"] for t in chosen if t["kernel"] == "rms_norm")
+
+
+def test_only_unchecked_drops_rechecked_workloads(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        every = T.warehouse_targets(con)
+        unchecked = T.warehouse_targets(con, only_unchecked=True)
+        rechecked = con.execute(T.RECHECKED_SQL).fetchall()
+    digests = {d for t in unchecked for d in t["workload_digests"]}
+    assert not digests & {d for _, d in rechecked}
+    assert len(unchecked) <= len(every)
+
+
+def test_export_writes_what_the_device_reads(analyst_home, tmp_path, capsys):
+    from kernelindex_pipeline.gpu.rerun import read_targets
+
+    out = tmp_path / "targets.json"
+    assert T.main(["--warehouse", str(analyst_home), "--out", str(out), "--kernels", "rms_norm", "geglu"]) == 0
+    exported = read_targets(out)
+    assert exported and {t["kernel"] for t in exported} == {"rms_norm", "geglu"}
+    assert f"wrote {len(exported)} targets over 2 kernels" in capsys.readouterr().out
