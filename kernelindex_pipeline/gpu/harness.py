@@ -12,6 +12,7 @@ from kernels._adapter import RerunAdapter
 from kernels._tensors import as_tuple
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.correctness import grad_outputs
+from kernelindex_pipeline.gpu.targets import tensor_dtype
 from kernelindex_pipeline.gpu.timing import do_bench_replica, peak_memory, time_interleaved
 
 
@@ -27,7 +28,7 @@ def release_memory() -> None:
 
 def prepare_pass(impl: RerunAdapter, target: dict, provider: str, seed: int = 0) -> dict:
     """Inputs, the provider's built pass, seeded upstream gradients and the gradient leaves (cleared)."""
-    inputs = impl.make_inputs(target["params"], target["dtype"], seed, "cuda")
+    inputs = impl.make_inputs(target["params"], tensor_dtype(target), seed, "cuda")
     built = impl.build(provider, inputs, target["params"])
     dys = grad_outputs(as_tuple(built.fn()), seed)
     for leaf in built.leaves.values():

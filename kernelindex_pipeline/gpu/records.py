@@ -6,6 +6,7 @@ import math
 
 from kernels._adapter import RerunAdapter
 from kernelindex_pipeline.gpu import protocol as P
+from kernelindex_pipeline.gpu.targets import tensor_dtype
 
 
 def _clean(obj):
@@ -45,7 +46,7 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
     too_large) and, unless passed, its ``reason``. ``stats`` is None (null timings) unless it passed;
     latency stats carry ``samples``, every repetition's time in ns."""
     params, dtype = target["params"], target["dtype"]
-    nbytes = int(impl.bytes_moved(params, dtype, mode))
+    nbytes = int(impl.bytes_moved(params, tensor_dtype(target), mode))
     nflops = int(impl.flops(params, mode))
     status = outcome.get("status", "failed")
     corr = {k: outcome[k] for k in ("seeds", "outputs", "gradients") if k in outcome}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kernels._adapter import RerunAdapter, load_adapter
 from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.targets import input_bytes, read_targets, targets_named, write_targets
+from kernelindex_pipeline.gpu.targets import input_bytes, read_targets, targets_named, tensor_dtype, write_targets
 
 NO_CUDA_MESSAGE = "kernelindex rerun: no CUDA device available here; nothing was measured and nothing was written"
 # What a target is expected to take before any target of the session has been measured.
@@ -106,12 +106,12 @@ def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=prin
     outcomes = {p: {"status": "unavailable", "reason": r} for p, r in target.get("unavailable", {}).items()}
     stats: dict = {P.RERUN_FAMILY: {}, P.SOURCE_REPLICA_FAMILY: {}}
     providers = [p for p in target["providers"] if p not in outcomes]
-    large = too_large_reason(kernel, target["params"], target["dtype"], device_bytes)
+    large = too_large_reason(kernel, target["params"], tensor_dtype(target), device_bytes)
     if large:
         outcomes.update({p: {"status": "too_large", "reason": large} for p in providers})
         return outcomes, stats
     try:
-        corr = check_correctness(impl, providers, target["params"], target["dtype"], "cuda")
+        corr = check_correctness(impl, providers, target["params"], tensor_dtype(target), "cuda")
     except Exception as exc:  # noqa: BLE001 - one target's crash does not end the session
         reason = f"correctness check crashed: {exc!r}"[:500]
         status = "too_large" if _is_oom(repr(exc)) else "failed"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import kernels
+from kernels._adapter import load_adapter
 
 from kernelindex_pipeline.gpu.protocol import MODES
 
@@ -68,7 +69,6 @@ def targets_named(which: str, kernels: list[str] | None = None) -> list[dict]:
 
 def covered_kernels() -> list[str]:
     """Kernels whose ``kernels/<kernel>/impl.py`` ``load_adapter`` accepts, in name order."""
-    from kernels._adapter import load_adapter
 
     covered = []
     for impl in sorted(Path(kernels.__file__).parent.glob("*/impl.py")):
@@ -94,6 +94,16 @@ RECHECKED_SQL = """
 SELECT DISTINCT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
 WHERE c.verdict <> 'not re-checked'
 """
+
+
+# The dtype a source that states none measured in: Liger's loss scripts draw float32 tensors without naming
+# a dtype. The records keep the source's (absent) dtype, so they pair with the source's workloads.
+UNSTATED_DTYPE = "fp32"
+
+
+def tensor_dtype(target: dict) -> str:
+    """The dtype a target's tensors are built in."""
+    return target.get("tensor_dtype") or target["dtype"] or UNSTATED_DTYPE
 
 
 def input_bytes(kernel: str, params: dict, dtype: str) -> int | None:
@@ -125,8 +135,8 @@ def _bytes(kernel: str, params: dict, dtype: str) -> float:
 
 def coverage_first(targets: list[dict]) -> list[dict]:
     """Each kernel's smallest workload first (kernels in name order), then the rest, smallest first."""
-    ranked = sorted(targets, key=lambda t: (_bytes(t["kernel"], t["params"], t["dtype"]), t["kernel"],
-                                            json.dumps(t["params"], sort_keys=True), t["dtype"]))
+    ranked = sorted(targets, key=lambda t: (_bytes(t["kernel"], t["params"], tensor_dtype(t)), t["kernel"],
+                                            json.dumps(t["params"], sort_keys=True), t["dtype"] or ""))
     first, rest, seen = [], [], set()
     for t in ranked:
         (rest if t["kernel"] in seen else first).append(t)
@@ -150,12 +160,13 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
             continue
         spec = json.loads(definition)["spec"]
         modes = [m for m in MODES if m in modes]
-        if not modes or spec.get("dtype") is None:
+        if not modes:
             continue
         impl = load_adapter(kernel)
         key = (kernel, json.dumps(spec["parameters"], sort_keys=True), spec["dtype"])
         t = merged.setdefault(key, {
             "kernel": kernel, "params": spec["parameters"], "dtype": spec["dtype"], "implied": spec.get("implied") or {},
+            "tensor_dtype": spec["dtype"] or UNSTATED_DTYPE,
             "workload_digests": [], "source_providers": [], "modes": [], "metrics": []})
         t["workload_digests"].append(workload_digest)
         for field, values in (("source_providers", providers), ("modes", modes), ("metrics", metrics)):
