@@ -102,3 +102,11 @@ def test_show_and_the_record_page_carry_the_verdicts(decided_home, monkeypatch, 
     page = (tmp_path / "site" / "runs" / f"{run_id}.html").read_text()
     assert "What the reruns found" in page and "reversed" in page and "indistinguishable" in page
     shutil.rmtree(tmp_path / "site")
+
+
+def test_the_readme_verdict_summary_query_runs(shipped_warehouse):
+    sql = (REPO / "docs" / "verdict-summary.sql").read_text()
+    with shipped_warehouse.reader() as con:
+        rows = con.execute(sql).fetchall()
+        (families,) = con.execute("SELECT count(DISTINCT kernel) FROM claim_checks").fetchone()
+    assert len(rows) == families and all(r[1] > 0 for r in rows)
