@@ -180,21 +180,33 @@ class _Lines:
         self.parts.append(text)
 
 
-def rerun(targets: str, kernels: list[str]) -> dict:
+def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> list[str]:
+    """One run of the GPU job per kernel family (its partition), within one device-time budget shared by
+    all of them; each run publishes what it measured. Returns the Dagster run ids."""
     warnings.filterwarnings("ignore")
-    from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB, cuda_available
+    from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB, cuda_available, partition_kernels
     from kernelindex_pipeline.definitions import build_definitions
 
     if not cuda_available():
         raise CliError(NO_CUDA)
-    wh = Warehouse()
-    result = build_definitions().resolve_job_def(RERUN_JOB).execute_in_process(
-        instance=_dagster_instance(wh), raise_on_error=False,
-        run_config={**QUIET_LOGS, "ops": {"gpu_reruns": {"config": {"targets": targets, "kernels": kernels}}}},
-    )
-    if not result.success:
-        raise CliError(f"rerun failed: {_failure_message(result)}")
-    return {"run_id": result.run_id}
+    known = partition_kernels()
+    unknown = [k for k in kernels if k not in known]
+    if unknown:
+        raise CliError(f"no rerun adapter for {', '.join(unknown)}; covered: {', '.join(known)}")
+    wh, job, run_ids = Warehouse(), build_definitions().resolve_job_def(RERUN_JOB), []
+    deadline = time.monotonic() + device_minutes * 60
+    for kernel in kernels or known:
+        left = (deadline - time.monotonic()) / 60
+        if left <= 0:
+            break
+        result = job.execute_in_process(
+            instance=_dagster_instance(wh), raise_on_error=False, partition_key=kernel,
+            run_config={**QUIET_LOGS, "ops": {"gpu_reruns": {"config": {
+                "device_minutes": left, "only_unchecked": only_unchecked}}}})
+        if not result.success:
+            raise CliError(f"rerun of {kernel} failed: {_failure_message(result)}")
+        run_ids.append(result.run_id)
+    return run_ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,8 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table: aligned, long cells cut; csv/json: every value in full, for scripts")
     p = sub.add_parser("rerun", help="re-measure covered kernels on this machine's CUDA GPU")
-    p.add_argument("--targets", choices=["seeds", "all", "leaders"], default="seeds")
-    p.add_argument("--kernel", action="append", default=[], dest="kernels")
+    p.add_argument("--kernel", action="append", default=[], dest="kernels",
+                   help="a kernel family to re-measure (repeatable; default: every covered family)")
+    p.add_argument("--device-minutes", type=float, default=30.0,
+                   help="device time for the whole session; what does not fit is left for the next one")
+    p.add_argument("--only-unchecked", action="store_true",
+                   help="only workloads whose source claims are all 'not re-checked'")
     p = sub.add_parser("export", help="export manifests (json) or static record pages (html)")
     p.add_argument("--format", choices=["json", "html"], default="json")
     p.add_argument("directory", type=Path)
@@ -235,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             names, rows = query(args.sql)
             print(format_rows(names, rows, args.format))
         elif args.command == "rerun":
-            print(f"rerun published (Dagster run {rerun(args.targets, args.kernels)['run_id']})")
+            runs = rerun(args.kernels, args.device_minutes, args.only_unchecked)
+            print(f"rerun published ({len(runs)} Dagster run(s): {', '.join(runs)})")
         elif args.command == "export":
             from kernelindex_pipeline.export import export
 
