@@ -3,33 +3,27 @@
 Each adapter is checked against the contract, for seeded inputs with the spec's shapes, and for every
 provider that runs here against its float32 reference through the harness's own comparison; a planted
 wrong provider must fail that comparison. Liger's fused linear JSD runs Triton kernels, so TRITON_INTERPRET
-is set before triton is imported; Liger's chunked preference losses are plain PyTorch and run eager here.
+is set before triton is imported (``adapter_checks``, imported first, sets it); Liger's chunked preference
+losses are plain PyTorch and run eager here.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"
-
-import importlib.util  # noqa: E402
-import logging  # noqa: E402
-
-import pytest  # noqa: E402
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-import kernels  # noqa: E402
-from kernels._adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
-from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
+import adapter_checks as ac  # first: sets TRITON_INTERPRET before triton is imported
+import pytest
+from adapter_checks import (  # noqa: F401 (the autouse fixture)
+    DTYPES,
+    SEEDS,
+    Unavailable,
+    _quiet_liger_backend_probe,
+    check_correctness,
+    load_adapter,
+    torch,
+)
 
 # Liger's JSD kernel subtracts -inf from -inf in the masked lanes of a row's last block, which the
 # interpreter (numpy) reports; those lanes are never stored, and a NaN that reached an output would fail.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
-
-SEEDS = (1, 2)
-DTYPES = ("fp32", "bf16")
 
 # Small shapes with odd vocabularies (masked tails in Liger's blocks) and sequences of odd length.
 CASES = {
@@ -39,9 +33,7 @@ CASES = {
     "fused_linear_cpo_loss": [{"batch": 2, "seq": 7, "hidden": 32, "vocab": 301}],
     "fused_linear_simpo_loss": [{"batch": 2, "seq": 7, "hidden": 32, "vocab": 301}],
 }
-KERNELS = sorted(CASES)
-ALL_CASES = [(k, p) for k in KERNELS for p in CASES[k]]
-CASE_IDS = [f"{k}-{i}" for k in KERNELS for i in range(len(CASES[k]))]
+KERNELS, ALL_CASES, CASE_IDS = ac.case_table(CASES)
 BASELINE = {k: ("torch" if k == "fused_linear_jsd" else "huggingface") for k in KERNELS}
 
 # What Liger cannot do here: (kernel, dtype or None for every dtype) -> why. None found at these shapes:
@@ -58,28 +50,16 @@ BASELINE_FAILS = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_liger_backend_probe():
-    """Liger logs every optional backend (cuTile, CuTe DSL, Ascend) it fails to import; none matter here."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
-
-
-def _have_liger() -> bool:
-    return importlib.util.find_spec("liger_kernel") is not None
+_have_liger = ac.have_liger
 
 
 def _interpreter_limit(kernel: str, dtype: str) -> str | None:
-    return INTERPRETER_LIMITS.get((kernel, None)) or INTERPRETER_LIMITS.get((kernel, dtype))
+    return ac.limit_for(INTERPRETER_LIMITS, kernel, dtype)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_adapter_satisfies_contract(kernel):
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    assert adapter_problems(module) == []
-    impl = load_adapter(kernel)
-    assert kernels.is_known(kernel)
+    impl = ac.load_checked(kernel)
     assert impl.REFERENCE_DTYPE == torch.float32
     assert "kernelindex" not in impl.PROVIDERS and BASELINE[kernel] in impl.PROVIDERS
     assert impl.DETERMINISTIC_INPUTS == ()
@@ -92,10 +72,7 @@ def test_adapter_satisfies_contract(kernel):
 def test_inputs_are_seeded_with_spec_shapes(kernel):
     impl = load_adapter(kernel)
     for params in CASES[kernel]:
-        a = impl.make_inputs(params, "bf16", 5, "cpu")
-        b = impl.make_inputs(params, "bf16", 5, "cpu")
-        c = impl.make_inputs(params, "bf16", 6, "cpu")
-        spec = kernels.lookup(kernel).input_tensors(params, "bf16")
+        a, b, c, spec = ac.seeded_inputs(impl, kernel, params)
         extra = {"nll_target"} if kernel == "fused_linear_orpo_loss" else set()
         assert set(a) == {t["name"] for t in spec} | extra
         for t in spec:
@@ -114,13 +91,7 @@ def test_inputs_are_seeded_with_spec_shapes(kernel):
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_cost_model_counts_the_lm_head_gemms(kernel, params):
     impl = load_adapter(kernel)
-    for dtype in ("bf16", "fp32"):
-        b = {m: impl.bytes_moved(params, dtype, m) for m in ("forward", "backward", "full")}
-        assert all(isinstance(v, int) and v > 0 for v in b.values())
-        assert b["full"] >= max(b["forward"], b["backward"])
-    f = {m: impl.flops(params, m) for m in ("forward", "backward", "full")}
-    assert all(isinstance(v, int) and v > 0 for v in f.values())
-    assert f["full"] == f["forward"] + f["backward"]
+    f = ac.check_floors(impl, params)
     shapes = impl.matmul_shapes(params)
     gemm_flops = sum(2 * m * n * k for m, n, k in shapes)
     assert shapes and gemm_flops <= f["full"] < 1.5 * gemm_flops
@@ -135,11 +106,7 @@ def test_providers_match_reference(kernel, params, dtype):
         providers.remove(BASELINE[kernel])
     result = check_correctness(impl, providers, params, dtype, "cpu", seeds=SEEDS)
     for provider in providers:
-        res = result[provider]
-        assert res["status"] == "passed", (provider, res.get("reason"))
-        assert set(res["outputs"]) == set(impl.OUTPUT_NAMES)
-        assert set(res["gradients"]) == set(impl.GRAD_INPUTS)
-        assert res["label"]
+        ac.assert_passed(impl, provider, result[provider])
     if "liger" not in providers:
         pytest.skip(f"liger not checked at {dtype}: {_interpreter_limit(kernel, dtype) or 'liger_kernel missing'}")
 
@@ -163,45 +130,18 @@ def test_simpo_baseline_is_the_cpo_loss():
     assert torch.equal(baseline.detach(), cpo_loss.detach())
 
 
-def _planted(impl, provider: str, how: str):
-    """A ``build`` whose ``provider`` pass is wrong: outputs scaled 1.05 ("outputs"), or the outputs right but
-    their gradients scaled 1.5 ("gradients")."""
-
-    def build(name, inputs, params):
-        built = impl.build(name, inputs, params)
-        if name != provider:
-            return built
-
-        def fn():
-            outs = built.fn()
-            if how == "outputs":
-                return tuple(o * 1.05 for o in outs)
-            return tuple(o.detach() + (o - o.detach()) * 1.5 for o in outs)
-
-        return Built(fn, built.leaves, "planted", built.output_names)
-
-    return build
-
-
 @pytest.mark.parametrize("how", ["outputs", "gradients"])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_comparison_catches_planted_wrong_provider(kernel, how):
     impl = load_adapter(kernel)
     provider = "liger" if _have_liger() else BASELINE[kernel]
     params = CASES[kernel][0]
-    res = check_correctness(impl, [provider], params, "fp32", "cpu", seeds=(1,),
-                            build=_planted(impl, provider, how))[provider]
-    assert res["status"] == "failed"
-    kind = "output" if how == "outputs" else "gradient"
-    assert f"{kind} " in res["reason"] and "rel_error" in res["reason"]
+    ac.check_planted(impl, provider, params, how)
 
 
 def test_liger_jsd_needs_cuda_outside_the_interpreter(monkeypatch):
     impl = load_adapter("fused_linear_jsd")
-    monkeypatch.delenv("TRITON_INTERPRET")
-    params = CASES["fused_linear_jsd"][0]
-    with pytest.raises(Unavailable, match="CUDA"):
-        impl.build("liger", impl.make_inputs(params, "fp32", 1, "cpu"), params)
+    ac.assert_liger_needs_cuda(impl, ["liger"], CASES["fused_linear_jsd"][0], monkeypatch)
 
 
 @pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "fused_linear_jsd"])

@@ -5,29 +5,24 @@ correctness check, which also catches a planted wrong provider.
 
 Liger's providers run under Triton's CPU interpreter; where the interpreter cannot run Liger's kernel the
 test says why in its skip reason, and a separate test shows the limit still holds. TRITON_INTERPRET must be
-set before triton is imported, so this module sets it first.
+set before triton is imported, so this module imports ``adapter_checks``, which sets it, first.
 """
 
 from __future__ import annotations
 
-import os
+import adapter_checks as ac  # first: sets TRITON_INTERPRET before triton is imported
+import importlib
 
-os.environ["TRITON_INTERPRET"] = "1"
-
-import importlib  # noqa: E402
-import logging  # noqa: E402
-
-import pytest  # noqa: E402
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-import kernels  # noqa: E402
-from kernels._adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
-from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
-
-SEEDS = (1, 2)
-DTYPES = ("fp32", "bf16")
+import pytest
+from adapter_checks import (  # noqa: F401 (the autouse fixture)
+    DTYPES,
+    SEEDS,
+    Unavailable,
+    _quiet_liger_backend_probe,
+    check_correctness,
+    load_adapter,
+    torch,
+)
 
 # Small shapes: sequences that are not powers of two (so Liger's blocks have masked tails), windows cut at
 # both ends of the sequence, a dilated window, grouped convolutions.
@@ -44,9 +39,7 @@ CASES = {
         {"batch": 2, "C_in": 4, "C_out": 4, "kernel": 3, "groups": 1, "bias": True, "seq": 20},
     ],
 }
-KERNELS = sorted(CASES)
-ALL_CASES = [(k, p) for k in KERNELS for p in CASES[k]]
-CASE_IDS = [f"{k}-{i}" for k in KERNELS for i in range(len(CASES[k]))]
+KERNELS, ALL_CASES, CASE_IDS = ac.case_table(CASES)
 
 # What Liger's Triton kernels cannot do under the interpreter: (kernel, dtype) -> why.
 INTERPRETER_LIMITS = {
@@ -62,16 +55,8 @@ UNAVAILABLE_HERE = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_liger_backend_probe():
-    """Liger logs every optional backend (cuTile, CuTe DSL, Ascend) it fails to import; none matter here."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
-
-
 def _unavailable_here(kernel, provider, dtype):
-    return UNAVAILABLE_HERE.get((kernel, provider, None)) or UNAVAILABLE_HERE.get((kernel, provider, dtype))
+    return ac.limit_for(UNAVAILABLE_HERE, kernel, provider, dtype)
 
 
 def _is_liger(provider: str) -> bool:
@@ -80,10 +65,7 @@ def _is_liger(provider: str) -> bool:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_adapter_satisfies_contract(kernel):
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    assert adapter_problems(module) == []
-    impl = load_adapter(kernel)
-    assert kernels.is_known(kernel)
+    impl = ac.load_checked(kernel)
     assert impl.REFERENCE_DTYPE == torch.float64
     assert "kernelindex" not in impl.PROVIDERS and {"liger", "torch"} <= set(impl.PROVIDERS)
     assert impl.DETERMINISTIC_INPUTS == () and impl.IMPLIED == {}
@@ -94,19 +76,11 @@ def test_adapter_satisfies_contract(kernel):
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_inputs_are_seeded_with_spec_shapes(kernel, params):
     impl = load_adapter(kernel)
-    a = impl.make_inputs(params, "bf16", 5, "cpu")
-    b = impl.make_inputs(params, "bf16", 5, "cpu")
-    c = impl.make_inputs(params, "bf16", 6, "cpu")
-    spec = kernels.lookup(kernel).input_tensors(params, "bf16")
+    a, b, c, spec = ac.seeded_inputs(impl, kernel, params)
     assert sorted(a) == sorted(t["name"] for t in spec)
     assert set(impl.GRAD_INPUTS) == set(a)
     for t in spec:
-        x = a[t["name"]]
-        assert list(x.shape) == t["shape"]
-        assert x.dtype == torch.bfloat16
-        assert torch.count_nonzero(x) > 0
-        assert torch.equal(x, b[t["name"]])
-        assert not torch.equal(x, c[t["name"]])
+        ac.assert_seeded_tensor(a[t["name"]], t, b[t["name"]], c[t["name"]], dtype=torch.bfloat16)
 
 
 def test_multi_token_weight_is_drawn_as_upstreams_initialization():
@@ -123,13 +97,7 @@ def test_multi_token_weight_is_drawn_as_upstreams_initialization():
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_floors_are_positive_and_full_covers_each_pass(kernel, params):
     impl = load_adapter(kernel)
-    for dtype in ("bf16", "fp32"):
-        b = {m: impl.bytes_moved(params, dtype, m) for m in ("forward", "backward", "full")}
-        assert all(isinstance(v, int) and v > 0 for v in b.values())
-        assert b["full"] >= max(b["forward"], b["backward"])
-    f = {m: impl.flops(params, m) for m in ("forward", "backward", "full")}
-    assert all(isinstance(v, int) and v > 0 for v in f.values())
-    assert f["full"] == f["forward"] + f["backward"]
+    f = ac.check_floors(impl, params)
     assert impl.matmul_shapes(params) == []
 
 
@@ -180,46 +148,18 @@ def test_interpreter_limits_still_hold(kernel, dtype):
     assert res["status"] == "failed", INTERPRETER_LIMITS[(kernel, dtype)]
 
 
-def _planted(impl, how: str):
-    """A ``build`` whose ``torch`` pass is wrong: outputs scaled 1.05 ("outputs"), or the outputs right but
-    their gradients scaled 1.5 ("gradients")."""
-
-    def build(provider, inputs, params):
-        built = impl.build(provider, inputs, params)
-        if provider != "torch":
-            return built
-
-        def fn():
-            outs = built.fn()
-            if how == "outputs":
-                return tuple(o * 1.05 for o in outs)
-            return tuple(o.detach() + (o - o.detach()) * 1.5 for o in outs)
-
-        return Built(fn, built.leaves, "planted", built.output_names)
-
-    return build
-
-
 @pytest.mark.parametrize("how", ["outputs", "gradients"])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_comparison_catches_planted_wrong_provider(kernel, how):
     impl = load_adapter(kernel)
     params = CASES[kernel][0]
-    res = check_correctness(impl, ["torch"], params, "fp32", "cpu", seeds=(1,), build=_planted(impl, how))["torch"]
-    assert res["status"] == "failed"
-    kind = "output" if how == "outputs" else "gradient"
-    assert f"{kind} " in res["reason"] and "rel_error" in res["reason"]
+    ac.check_planted(impl, "torch", params, how)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_liger_needs_cuda_outside_the_interpreter(kernel, monkeypatch):
     impl = load_adapter(kernel)
-    monkeypatch.delenv("TRITON_INTERPRET")
-    params = CASES[kernel][0]
-    inputs = impl.make_inputs(params, "fp32", 1, "cpu")
-    for provider in (p for p in impl.PROVIDERS if _is_liger(p)):
-        with pytest.raises(Unavailable, match="CUDA"):
-            impl.build(provider, inputs, params)
+    ac.assert_liger_needs_cuda(impl, [p for p in impl.PROVIDERS if _is_liger(p)], CASES[kernel][0], monkeypatch)
 
 
 def test_torch_baselines_keep_upstreams_precision():

@@ -5,26 +5,25 @@ harness's own correctness check, which also catches a planted wrong provider.
 
 Liger's providers run under Triton's CPU interpreter; where the interpreter cannot run Liger's kernel the
 test says why in its skip reason. TRITON_INTERPRET must be set before triton is imported, so this module
-sets it first.
+imports ``adapter_checks``, which sets it, first.
 """
 
 from __future__ import annotations
 
-import os
+import adapter_checks as ac  # first: sets TRITON_INTERPRET before triton is imported
+import pytest
+from adapter_checks import (
+    DTYPES,
+    SEEDS,
+    Built,
+    Unavailable,
+    adapter_problems,
+    check_correctness,
+    kernels,
+    load_adapter,
+    torch,
+)
 
-os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-import kernels  # noqa: E402
-from kernels._adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
-from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
-
-SEEDS = (1, 2)
-DTYPES = ("fp32", "bf16")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int64": torch.int64}
 
 # Small shapes: groups of 4 channels over an odd spatial size, head counts and rows that are not powers of two.
@@ -160,7 +159,5 @@ def test_a_planted_wrong_provider_is_caught(kernel):
 def test_liger_needs_cuda_or_the_interpreter(kernel, monkeypatch):
     impl = load_adapter(kernel)
     inputs = impl.make_inputs(CASES[kernel], "fp32", 0, "cpu")
-    monkeypatch.delenv("TRITON_INTERPRET")
-    for provider in (p for p in impl.PROVIDERS if p.startswith("liger")):
-        with pytest.raises(Unavailable, match="CUDA"):
-            impl.build(provider, inputs, CASES[kernel])
+    liger = [p for p in impl.PROVIDERS if p.startswith("liger")]
+    ac.assert_liger_needs_cuda(impl, liger, CASES[kernel], monkeypatch, inputs=inputs)

@@ -3,33 +3,27 @@
 Each adapter is checked against the contract, for seeded inputs with the spec's shapes, and for every
 provider that runs here against its float64 reference through the harness's own comparison; a planted
 wrong provider must fail that comparison. TRITON_INTERPRET must be set before triton is imported, so this
-module sets it first.
+module imports ``adapter_checks``, which sets it, first.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"
-
-import importlib.util  # noqa: E402
-import logging  # noqa: E402
-
-import pytest  # noqa: E402
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-import kernels  # noqa: E402
-from kernels._adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
-from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
+import adapter_checks as ac  # first: sets TRITON_INTERPRET before triton is imported
+import pytest
+from adapter_checks import (  # noqa: F401 (the autouse fixture)
+    DTYPES,
+    SEEDS,
+    Unavailable,
+    _quiet_liger_backend_probe,
+    check_correctness,
+    kernels,
+    load_adapter,
+    torch,
+)
 
 # Liger's JSD kernel subtracts -inf from -inf in the masked lanes of a row's last block, which the
 # interpreter (numpy) reports; those lanes are never stored, and a NaN that reached an output would fail.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered in subtract:RuntimeWarning")
-
-SEEDS = (1, 2)
-DTYPES = ("fp32", "bf16")
 
 # Small shapes, odd sizes so that Liger's row blocks have masked tails; both spellings of the token count.
 CASES = {
@@ -41,9 +35,7 @@ CASES = {
     "sparsemax": [{"batch": 2, "seq": 8, "cols": 300, "dim": -1}, {"tokens": 16, "hidden": 200, "dim": -1}],
     "relu_squared": [{"rows": 9, "hidden": 300}],
 }
-KERNELS = sorted(CASES)
-ALL_CASES = [(k, p) for k in KERNELS for p in CASES[k]]
-CASE_IDS = [f"{k}-{i}" for k in KERNELS for i in range(len(CASES[k]))]
+KERNELS, ALL_CASES, CASE_IDS = ac.case_table(CASES)
 
 _FLOAT_SCALAR = ("Triton's interpreter passes a float scalar argument as a Python float, and Liger's kernel "
                  "calls {name}.to(tl.float32) on it")
@@ -63,30 +55,19 @@ BASELINE_FAILS = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_liger_backend_probe():
-    """Liger logs every optional backend (cuTile, CuTe DSL, Ascend) it fails to import; none matter here."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
-
-
 def _interpreter_limit(kernel: str, dtype: str) -> str | None:
-    return INTERPRETER_LIMITS.get((kernel, None)) or INTERPRETER_LIMITS.get((kernel, dtype))
+    return ac.limit_for(INTERPRETER_LIMITS, kernel, dtype)
 
 
 def _providers_here(impl) -> list[str]:
     """Every provider, less Liger when liger_kernel is not installed."""
-    have_liger = importlib.util.find_spec("liger_kernel") is not None
+    have_liger = ac.have_liger()
     return [p for p in impl.PROVIDERS if p != "liger" or have_liger]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_adapter_satisfies_contract(kernel):
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    assert adapter_problems(module) == []
-    impl = load_adapter(kernel)
-    assert kernels.is_known(kernel)
+    impl = ac.load_checked(kernel)
     assert impl.REFERENCE_DTYPE == torch.float64
     assert "kernelindex" not in impl.PROVIDERS
     assert impl.DETERMINISTIC_INPUTS == ()
@@ -99,30 +80,16 @@ def test_adapter_satisfies_contract(kernel):
 def test_inputs_are_seeded_with_spec_shapes(kernel):
     impl = load_adapter(kernel)
     for params in CASES[kernel]:
-        a = impl.make_inputs(params, "bf16", 5, "cpu")
-        b = impl.make_inputs(params, "bf16", 5, "cpu")
-        c = impl.make_inputs(params, "bf16", 6, "cpu")
-        spec = kernels.lookup(kernel).input_tensors(params, "bf16")
+        a, b, c, spec = ac.seeded_inputs(impl, kernel, params)
         assert sorted(a) == sorted(t["name"] for t in spec)
         for t in spec:
-            x = a[t["name"]]
-            assert list(x.shape) == t["shape"]
-            assert x.dtype == (torch.int64 if t["dtype"] == "int64" else torch.bfloat16)
-            assert torch.count_nonzero(x) > 0
-            assert torch.equal(x, b[t["name"]])
-            assert not torch.equal(x, c[t["name"]])
+            ac.assert_seeded_tensor(a[t["name"]], t, b[t["name"]], c[t["name"]])
 
 
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_floors_are_positive_and_full_covers_each_pass(kernel, params):
     impl = load_adapter(kernel)
-    for dtype in ("bf16", "fp32"):
-        b = {m: impl.bytes_moved(params, dtype, m) for m in ("forward", "backward", "full")}
-        assert all(isinstance(v, int) and v > 0 for v in b.values())
-        assert b["full"] >= max(b["forward"], b["backward"])
-    f = {m: impl.flops(params, m) for m in ("forward", "backward", "full")}
-    assert all(isinstance(v, int) and v > 0 for v in f.values())
-    assert f["full"] == f["forward"] + f["backward"]
+    ac.check_floors(impl, params)
     assert impl.matmul_shapes(params) == []
 
 
@@ -135,11 +102,7 @@ def test_providers_match_reference(kernel, params, dtype):
     providers = [p for p in providers if p != "torch" or (kernel, dtype) not in BASELINE_FAILS]
     result = check_correctness(impl, providers, params, dtype, "cpu", seeds=SEEDS)
     for provider in providers:
-        res = result[provider]
-        assert res["status"] == "passed", (provider, res.get("reason"))
-        assert set(res["outputs"]) == set(impl.OUTPUT_NAMES)
-        assert set(res["gradients"]) == set(impl.GRAD_INPUTS)
-        assert res["label"]
+        ac.assert_passed(impl, provider, result[provider])
     if "liger" in impl.PROVIDERS and "liger" not in providers:
         why = _interpreter_limit(kernel, dtype) or "liger_kernel is not installed"
         pytest.skip(f"liger not checked at {dtype}: {why}")
@@ -149,7 +112,7 @@ def test_providers_match_reference(kernel, params, dtype):
 def test_liger_low_precision_in_fp16(kernel):
     """Where the interpreter's bf16 arithmetic keeps Liger's bf16 check out, fp16 exercises the same
     low-precision loads, stores and casts."""
-    if importlib.util.find_spec("liger_kernel") is None:
+    if not ac.have_liger():
         pytest.skip("liger_kernel is not installed")
     impl = load_adapter(kernel)
     res = check_correctness(impl, ["liger"], CASES[kernel][0], "fp16", "cpu", seeds=SEEDS)["liger"]
@@ -159,7 +122,7 @@ def test_liger_low_precision_in_fp16(kernel):
 @pytest.mark.parametrize(("kernel", "dtype"), sorted((k, d or "fp32") for k, d in INTERPRETER_LIMITS))
 def test_interpreter_limits_still_hold(kernel, dtype):
     """The Liger checks skipped above fail for the stated reason, so that a fixed interpreter shows up."""
-    if importlib.util.find_spec("liger_kernel") is None:
+    if not ac.have_liger():
         pytest.skip("liger_kernel is not installed")
     impl = load_adapter(kernel)
     params = CASES[kernel][0]
@@ -178,44 +141,18 @@ def test_upstream_baseline_failures(kernel, dtype):
     assert check_correctness(impl, ["torch"], params, "fp32", "cpu", seeds=SEEDS)["torch"]["status"] == "passed"
 
 
-def _planted(impl, how: str):
-    """A ``build`` whose ``torch`` pass is wrong: outputs scaled 1.05 ("outputs"), or the outputs right but
-    their gradients scaled 1.5 ("gradients")."""
-
-    def build(provider, inputs, params):
-        built = impl.build(provider, inputs, params)
-        if provider != "torch":
-            return built
-
-        def fn():
-            outs = built.fn()
-            if how == "outputs":
-                return tuple(o * 1.05 for o in outs)
-            return tuple(o.detach() + (o - o.detach()) * 1.5 for o in outs)
-
-        return Built(fn, built.leaves, "planted", built.output_names)
-
-    return build
-
-
 @pytest.mark.parametrize("how", ["outputs", "gradients"])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_comparison_catches_planted_wrong_provider(kernel, how):
     impl = load_adapter(kernel)
     params = CASES[kernel][0]
-    res = check_correctness(impl, ["torch"], params, "fp32", "cpu", seeds=(1,), build=_planted(impl, how))["torch"]
-    assert res["status"] == "failed"
-    kind = "output" if how == "outputs" else "gradient"
-    assert f"{kind} " in res["reason"] and "rel_error" in res["reason"]
+    ac.check_planted(impl, "torch", params, how)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_liger_needs_cuda_outside_the_interpreter(kernel, monkeypatch):
     impl = load_adapter(kernel)
-    monkeypatch.delenv("TRITON_INTERPRET")
-    params = CASES[kernel][0]
-    with pytest.raises(Unavailable, match="CUDA"):
-        impl.build("liger", impl.make_inputs(params, "fp32", 1, "cpu"), params)
+    ac.assert_liger_needs_cuda(impl, ["liger"], CASES[kernel][0], monkeypatch)
 
 
 def test_cross_entropy_model_sweep_takes_the_models_vocabulary():
@@ -251,7 +188,7 @@ def test_sparsemax_reference_takes_the_gradient_on_its_support_at_a_tie():
     (dx,) = torch.autograd.grad(y, x, dy)
     assert torch.equal(y.detach(), torch.tensor([[0.75, 0.25, 0.0, 0.0]], dtype=torch.float64))
     assert torch.equal(dx, torch.tensor([[-0.5, 0.5, 0.0, 0.0]], dtype=torch.float64))
-    if importlib.util.find_spec("liger_kernel") is not None:
+    if ac.have_liger():
         built = impl.build("liger", {"x": x.detach().float()}, params)
         (y_liger,) = built.fn()
         (dx_liger,) = torch.autograd.grad(y_liger, built.leaves["x"], dy.float())

@@ -5,7 +5,7 @@ Each adapter is checked against the contract, for seeded inputs with the spec's 
 provider that runs here against its reference through the harness's own comparison; a planted wrong provider
 must fail that comparison. TRITON_INTERPRET must be set before triton is imported, and Liger's fused-MoE
 autotuning (which the interpreter cannot run) pinned before liger_kernel's MoE kernels are imported, so this
-module sets both first.
+module sets both first (TRITON_INTERPRET through ``adapter_checks``).
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ if "liger_kernel.ops.fused_moe_kernels" not in sys.modules:
 
 import importlib  # noqa: E402
 import importlib.util  # noqa: E402
-import logging  # noqa: E402
 
+import adapter_checks as ac  # noqa: E402 (sets TRITON_INTERPRET too)
 import pytest  # noqa: E402
+from adapter_checks import (  # noqa: E402, F401 (the autouse fixture)
+    DTYPES,
+    SEEDS,
+    Unavailable,
+    _quiet_liger_backend_probe,
+    check_correctness,
+    load_adapter,
+    torch,
+)
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-
-import kernels  # noqa: E402
-from kernels._adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
-from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
-
-SEEDS = (1, 2)
-DTYPES = ("fp32", "bf16")
-HAVE_LIGER = importlib.util.find_spec("liger_kernel") is not None
+HAVE_LIGER = ac.have_liger()
 
 # Small shapes; a sequence that the shards do not divide evenly, a token count with unequal expert loads.
 CASES = {
@@ -46,9 +46,7 @@ CASES = {
     "megatron_cross_entropy": [{"seq": 5, "batch": 3, "vocab": 300, "tensor_parallel": 1},
                                {"seq": 4, "batch": 2, "vocab": 1000}],
 }
-KERNELS = sorted(CASES)
-ALL_CASES = [(k, p) for k in KERNELS for p in CASES[k]]
-CASE_IDS = [f"{k}-{i}" for k in KERNELS for i in range(len(CASES[k]))]
+KERNELS, ALL_CASES, CASE_IDS = ac.case_table(CASES)
 MLPS = ("tiled_geglu", "tiled_swiglu")
 LIGER_MLP_PROVIDERS = ("liger", "liger_triton", "liger_tiled")
 MEGATRON_PROVIDERS = ("megatron-fused", "megatron-unfused", "megatron")
@@ -71,16 +69,8 @@ MOE_AUTOTUNE = ("Triton's autotuner cannot benchmark under the interpreter (no a
                 "test module imported Liger's MoE kernels before LIGER_FUSED_MOE_AUTOTUNE=0 could pin them")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_liger_backend_probe():
-    """Liger logs every optional backend (cuTile, CuTe DSL, Ascend) it fails to import; none matter here."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
-
-
 def _interpreter_limit(kernel: str, dtype: str) -> str | None:
-    return INTERPRETER_LIMITS.get((kernel, None)) or INTERPRETER_LIMITS.get((kernel, dtype))
+    return ac.limit_for(INTERPRETER_LIMITS, kernel, dtype)
 
 
 def _liger(provider: str) -> bool:
@@ -103,10 +93,7 @@ def _liger_skip(kernel: str, dtype: str) -> str | None:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_adapter_satisfies_contract(kernel):
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    assert adapter_problems(module) == []
-    impl = load_adapter(kernel)
-    assert kernels.is_known(kernel)
+    impl = ac.load_checked(kernel)
     assert "kernelindex" not in impl.PROVIDERS and "liger_cutile" not in impl.PROVIDERS
     assert impl.DETERMINISTIC_INPUTS == ()
     expected_reference = torch.float64 if kernel == "megatron_cross_entropy" else torch.float32
@@ -127,18 +114,10 @@ def test_implied_parameters_match_the_ingested_workloads():
 def test_inputs_are_seeded_with_spec_shapes(kernel):
     impl = load_adapter(kernel)
     for params in CASES[kernel]:
-        a = impl.make_inputs(params, "bf16", 5, "cpu")
-        b = impl.make_inputs(params, "bf16", 5, "cpu")
-        c = impl.make_inputs(params, "bf16", 6, "cpu")
-        spec = kernels.lookup(kernel).input_tensors(params, "bf16")
+        a, b, c, spec = ac.seeded_inputs(impl, kernel, params)
         assert {t["name"] for t in spec} <= set(a)
         for t in spec:
-            x = a[t["name"]]
-            assert list(x.shape) == t["shape"]
-            assert x.dtype == (torch.int64 if t["dtype"] == "int64" else torch.bfloat16)
-            assert torch.count_nonzero(x) > 0
-            assert torch.equal(x, b[t["name"]])
-            assert not torch.equal(x, c[t["name"]])
+            ac.assert_seeded_tensor(a[t["name"]], t, b[t["name"]], c[t["name"]])
         extra = set(a) - {t["name"] for t in spec}
         assert extra == ({"top_k_index", "top_k_weights"} if kernel == "fused_moe" else set())
 
@@ -159,13 +138,7 @@ def test_moe_routing_is_top_k_of_seeded_logits():
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_floors_are_positive_and_full_covers_each_pass(kernel, params):
     impl = load_adapter(kernel)
-    for dtype in ("bf16", "fp32"):
-        b = {m: impl.bytes_moved(params, dtype, m) for m in ("forward", "backward", "full")}
-        assert all(isinstance(v, int) and v > 0 for v in b.values())
-        assert b["full"] >= max(b["forward"], b["backward"])
-    f = {m: impl.flops(params, m) for m in ("forward", "backward", "full")}
-    assert all(isinstance(v, int) and v > 0 for v in f.values())
-    assert f["full"] == f["forward"] + f["backward"]
+    ac.check_floors(impl, params)
     shapes = impl.matmul_shapes(params)
     if kernel == "megatron_cross_entropy":
         assert shapes == []
@@ -194,10 +167,7 @@ def test_providers_match_reference(kernel, params, dtype):
             assert res == {"status": "unavailable", "reason": res["reason"]}
             assert "megatron-core not importable" in res["reason"]
             continue
-        assert res["status"] == "passed", (provider, res.get("reason"))
-        assert set(res["outputs"]) == set(impl.OUTPUT_NAMES)
-        assert set(res["gradients"]) == set(impl.GRAD_INPUTS)
-        assert res["label"]
+        ac.assert_passed(impl, provider, res)
     if skip_liger:
         pytest.skip(f"liger not checked at {dtype}: {skip_liger}")
 
@@ -287,48 +257,18 @@ def test_interpreter_limits_still_hold(kernel, dtype):
     assert "InterpreterError" in res["reason"]
 
 
-def _planted(impl, baseline: str, how: str):
-    """A ``build`` whose ``baseline`` pass is wrong: outputs scaled 1.05 ("outputs"), or the outputs right but
-    their gradients scaled 1.5 ("gradients")."""
-
-    def build(provider, inputs, params):
-        built = impl.build(provider, inputs, params)
-        if provider != baseline:
-            return built
-
-        def fn():
-            outs = built.fn()
-            if how == "outputs":
-                return tuple(o * 1.05 for o in outs)
-            return tuple(o.detach() + (o - o.detach()) * 1.5 for o in outs)
-
-        return Built(fn, built.leaves, "planted", built.output_names)
-
-    return build
-
-
 @pytest.mark.parametrize("how", ["outputs", "gradients"])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_comparison_catches_planted_wrong_provider(kernel, how):
     impl = load_adapter(kernel)
     params = CASES[kernel][0]
-    baseline = BASELINE[kernel]
-    build = _planted(impl, baseline, how)
-    res = check_correctness(impl, [baseline], params, "fp32", "cpu", seeds=(1,), build=build)[baseline]
-    assert res["status"] == "failed"
-    kind = "output" if how == "outputs" else "gradient"
-    assert f"{kind} " in res["reason"] and "rel_error" in res["reason"]
+    ac.check_planted(impl, BASELINE[kernel], params, how)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_liger_needs_cuda_outside_the_interpreter(kernel, monkeypatch):
     impl = load_adapter(kernel)
-    monkeypatch.delenv("TRITON_INTERPRET")
-    params = CASES[kernel][0]
-    inputs = impl.make_inputs(params, "fp32", 1, "cpu")
-    for provider in (p for p in impl.PROVIDERS if _liger(p)):
-        with pytest.raises(Unavailable, match="CUDA"):
-            impl.build(provider, inputs, params)
+    ac.assert_liger_needs_cuda(impl, [p for p in impl.PROVIDERS if _liger(p)], CASES[kernel][0], monkeypatch)
 
 
 def test_deepspeed_provider_names_what_runs():
