@@ -13,13 +13,10 @@ log-softmax that made ``input``; here ``input`` is the leaf, so only the diverge
 
 from __future__ import annotations
 
-from importlib.metadata import version
-
 import torch
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import liger_triton_attr
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, required_input_shapes
+from kernels import divergences as div
+from kernels._adapter import Built
 
 KERNEL = "jsd"
 PROVIDERS = ("liger", "torch")
@@ -36,14 +33,8 @@ def _beta(params) -> float:
 
 
 def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = required_input_shapes(KERNEL, params)
-    gen = generator(seed, device)
-    td = RERUN_DTYPES[dtype]
-    out = {}
-    for name in ("input", "target"):
-        draw = torch.randn(tuple(s[name]), generator=gen, device=device, dtype=torch.float32)
-        out[name] = draw.log_softmax(dim=-1).to(td)
-    return out
+    return div.draw_distributions(KERNEL, params, dtype, seed, device,
+                                  input_as=div.LOG_SOFTMAX, target_as=div.LOG_SOFTMAX)
 
 
 def reference(inputs, params) -> tuple[torch.Tensor]:
@@ -73,36 +64,25 @@ class TorchJSD(torch.nn.Module):
 
 
 def build(provider, inputs, params) -> Built:
-    log_q = inputs["input"].detach().clone().requires_grad_(True)
-    log_p = inputs["target"]
     beta = _beta(params)
-    if provider == "liger":
-        loss_fn = liger_triton_attr(log_q, "jsd", "LigerJSD")(beta=beta)
-        label = f"Liger-Kernel {version('liger-kernel')} LigerJSD"
-    elif provider == "torch":
-        loss_fn = TorchJSD(beta=beta)
-        label = f"PyTorch {torch.__version__} equivalent of upstream benchmark_jsd.py's TorchJSD"
-    else:
-        raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
-    return Built(lambda: (loss_fn(log_q, log_p),), {"input": log_q}, label, OUTPUT_NAMES)
+    return div.build_divergence(
+        KERNEL, provider, inputs,
+        liger_module="jsd", liger_class="LigerJSD", liger_kwargs={"beta": beta},
+        torch_loss=lambda: TorchJSD(beta=beta),
+        torch_label="equivalent of upstream benchmark_jsd.py's TorchJSD",
+    )
 
 
 def bytes_moved(params, dtype, mode) -> int:
     """Forward: read input and target, write the loss. Backward: read input, target and the loss's
     gradient, write the input's gradient. Full: the inputs once, the loss and the gradient once."""
-    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
-    e = RERUN_BYTES[dtype]
-    one = tokens * vocab * e
-    return {"forward": 2 * one + e, "backward": 3 * one + e, "full": 3 * one + 2 * e}[mode]
+    return div.bytes_moved(KERNEL, params, dtype, mode, backward_reads=2, loss_per_element=False)
 
 
 def flops(params, mode) -> int:
     """Per element: forward 12 (two exps, the mixture's 3 and its log, two differences, two weighted
     products, the sum); backward 4 (the student's term: exp, difference, product, scale)."""
-    tokens, vocab = required_input_shapes(KERNEL, params)["input"]
-    n = tokens * vocab
-    return {"forward": 12 * n, "backward": 4 * n, "full": 16 * n}[mode]
+    return div.flops(KERNEL, params, mode, forward=12, backward=4)
 
 
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return []
+matmul_shapes = div.matmul_shapes

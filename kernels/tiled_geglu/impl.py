@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from kernels._adapter import Built
 from kernels.gated_mlp_engine import ACT_GELU_TANH
 from kernels.gated_mlp_engine import rerun as mlp
+from kernels.tiled_mlp import workload_functions
 from kernels.tiled_swiglu import impl as tiled
 
 KERNEL = "tiled_geglu"
@@ -27,10 +28,6 @@ GRAD_INPUTS = mlp.GRAD_INPUTS
 DETERMINISTIC_INPUTS = ()
 # GEMMs at the rerun sizes in float64 take too long; the harness turns TF32 off for the reference.
 REFERENCE_DTYPE = torch.float32
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    return mlp.make_mlp_inputs(KERNEL, params, dtype, seed, device)
 
 
 def reference(inputs, params) -> tuple[torch.Tensor]:
@@ -53,14 +50,4 @@ def build(provider, inputs, params) -> Built:
     )
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    return mlp.mlp_bytes(KERNEL, params, dtype, mode)
-
-
-def flops(params, mode) -> int:
-    """The MLP's GEMM FLOPs, the same for every provider (see ``kernels.tiled_swiglu.impl.flops``)."""
-    return mlp.mlp_flops(KERNEL, params, mode)
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return mlp.mlp_matmul_shapes(KERNEL, params)
+make_inputs, bytes_moved, flops, matmul_shapes = workload_functions(KERNEL)

@@ -33,6 +33,7 @@ from kernels._adapter import Built, Unavailable
 from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
 from kernels.gated_mlp_engine import ACT_GELU_TANH, ACT_SILU
 from kernels.gated_mlp_engine import rerun as mlp
+from kernels.tiled_mlp import workload_functions
 
 KERNEL = "tiled_swiglu"
 PROVIDERS = ("liger_tiled", "liger", "liger_triton", "deepspeed_tiled", "huggingface")
@@ -43,10 +44,6 @@ DETERMINISTIC_INPUTS = ()
 # GEMMs at the rerun sizes (up to 32k tokens x 4096 x 14336) in float64 take too long; the harness turns
 # TF32 off for the reference.
 REFERENCE_DTYPE = torch.float32
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    return mlp.make_mlp_inputs(KERNEL, params, dtype, seed, device)
 
 
 def reference(inputs, params) -> tuple[torch.Tensor]:
@@ -68,18 +65,7 @@ def build(provider, inputs, params) -> Built:
     )
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    return mlp.mlp_bytes(KERNEL, params, dtype, mode)
-
-
-def flops(params, mode) -> int:
-    """The MLP's GEMM FLOPs (``gated_mlp_engine.rerun.mlp_flops``), the same for every provider: the tiled
-    providers' recomputed forward is their cost, not the workload's."""
-    return mlp.mlp_flops(KERNEL, params, mode)
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return mlp.mlp_matmul_shapes(KERNEL, params)
+make_inputs, bytes_moved, flops, matmul_shapes = workload_functions(KERNEL)
 
 
 # What tiled SwiGLU and tiled GeGLU share.
