@@ -82,7 +82,7 @@ def ingest(sources: list[str]) -> dict:
             (fingerprint,) = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?",
                                          [steps.EVIDENCE_KEY]).fetchone()
     landed = {r["revision_key"] for r in wh.landed()}
-    todo = [r.key for r in listed if published.get(r.key, steps.UNLISTED) == steps.UNLISTED]
+    todo = steps.still_to_fetch([r.key for r in listed], published)
     pending = landed - set(published)
     evidence_changed = fingerprint != steps.evidence_fingerprint(WarehouseResource().evidence_path())
     if not todo and not pending and not evidence_changed:
@@ -92,7 +92,7 @@ def ingest(sources: list[str]) -> dict:
     with wh.writer_lock():  # the first write: a home that cannot be written says so here
         instance = _dagster_instance(wh)
         keys = register_revisions(instance, [r.key for r in listed])  # two ingests must not both add keys
-    unpublished = [k for k in keys if published.get(k, steps.UNLISTED) == steps.UNLISTED]
+    unpublished = steps.still_to_fetch(keys, published)
     run_keys = keys[keys.index(unpublished[0]):] if unpublished else keys[-1:]
     defs = build_definitions(locations=upstream.resolved_locations())
     result = defs.resolve_job_def(INGEST_JOB).execute_in_process(

@@ -74,6 +74,12 @@ def land_unlisted(wh: Warehouse, key: str) -> None:
              "committed_at": None, "sha256": None, "bytes": 0, "location": None, "state": UNLISTED})
 
 
+def still_to_fetch(keys, known: dict[str, str]) -> list[str]:
+    """The keys whose bytes are not stored yet: never seen, or recorded as unlisted (upstream may list them
+    again), given each known key's state."""
+    return [k for k in keys if known.get(k, UNLISTED) == UNLISTED]
+
+
 def known_revisions(wh: Warehouse) -> dict[str, str]:
     """revision key -> state, of every revision published or landed (what need not be fetched again)."""
     known = {r["revision_key"]: r["state"] for r in wh.landed()}

@@ -28,8 +28,9 @@ def upstream_snapshots(
     wh = warehouse.warehouse()
     keys = list(context.partition_keys)
     known = steps.known_revisions(wh)
-    wanted = [k for k in keys if known.get(k, steps.UNLISTED) == steps.UNLISTED]
+    wanted = steps.still_to_fetch(keys, known)
     fetched = deleted = unlisted = 0
+    landed: set[str] = set()
     if wanted:
         try:
             listed = {r.key: r for r in upstream.list_revisions(cache_dir=wh.home / "http-cache")}
@@ -37,19 +38,23 @@ def upstream_snapshots(
                 if key not in listed:
                     if key not in known:
                         steps.land_unlisted(wh, key)
+                        landed.add(key)
                         context.log.warning(f"{key}: upstream no longer lists this revision; recorded as unlisted")
                         unlisted += 1
                     continue
                 try:
                     steps.land_revision(wh, listed[key], upstream.read(listed[key]))
+                    landed.add(key)
                     fetched += 1
                 except FileDeletedAtRevision as exc:
                     context.log.warning(f"{exc}: recorded as a revision with no rows")
                     steps.land_revision(wh, listed[key], b"", state=steps.DELETED)
+                    landed.add(key)
                     deleted += 1
         except SourceError as exc:
             raise dg.Failure(description=f"upstream fetch failed, warehouse unchanged: {exc}") from exc
     context.log.info(f"{fetched} snapshot(s) fetched, {len(keys) - len(wanted)} already stored")
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": len(steps.known_revisions(wh)), "fetched": fetched, "deleted_upstream": deleted, "unlisted_upstream": unlisted,
+        "dagster/row_count": len(known.keys() | landed), "fetched": fetched, "deleted_upstream": deleted,
+        "unlisted_upstream": unlisted,
         "already_stored": len(keys) - len(wanted), "upstream_revision": keys[-1] if keys else ""})
