@@ -83,25 +83,33 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("evidence_file", pa.string()), ("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string()),
     ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
     ("n_a", pa.int64()), ("n_b", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
-    ("host_bound", pa.bool_()),
+    ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()),
 ])
 
 
-def _why_not(row: dict) -> str | None:
-    """Why a claim has no rerun pair to check, or None when it has one."""
+LATENCY_ONLY = ("the source-replica protocol times latency only; peak memory is re-checked under "
+                "kernelindex-device-time")
+
+
+def _why_not(row: dict) -> tuple[str, bool] | None:
+    """Why a claim has no rerun pair to check, and whether a rerun could settle it (``awaiting_rerun``);
+    None when it has a pair. A provider recorded on the rerun as unavailable, too large or failing
+    correctness is a settled answer; a missing rerun is not."""
+    if row["metric"] != "latency" and row["protocol"] == "source-replica":
+        return LATENCY_ONLY, False
     if not row["kernel_covered"]:
-        return f"no KernelIndex rerun of {row['kernel']} yet"
+        return f"no KernelIndex rerun of {row['kernel']} yet", True
     if not row["workload_measured"]:
-        return "this workload has not been re-measured under this protocol yet"
+        return "this workload has not been re-measured under this protocol yet", True
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
         missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
-        return (f"{' and '.join(missing)} not re-measured for this workload" if missing
-                else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch")
+        return ((f"{' and '.join(missing)} not re-measured for this workload" if missing
+                 else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch"), True)
     for side in ("a", "b"):
         if row[f"{side}_status"] != "passed":
             reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
-            return f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}"
+            return f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", False
     return None
 
 
@@ -124,16 +132,17 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
         row["source_order"] = ("parity" if row["source_a_median"] == row["source_b_median"]
                                else f"{row['a_provider']} < {row['b_provider']}")
         why = _why_not(row)
+        row["awaiting_rerun"] = False
         if why is None and row["metric"] == "peak_memory" and row["rerun_a_median"]:
             interval = _deterministic_interval(row)
             decided = verdicts.verdict(row["source_ratio"], interval)
             row.update(rerun_ratio=interval.ratio, ci_low=interval.low, ci_high=interval.high, n_a=1, n_b=1,
                        verdict=decided.verdict, reason=decided.reason)
         elif why is None and not (row["a_samples"] and row["b_samples"]):
-            why = "the rerun evidence keeps no per-repetition samples"
+            why = "the rerun evidence keeps no per-repetition samples", True
         if why is not None:
             row.update(rerun_ratio=None, ci_low=None, ci_high=None, n_a=None, n_b=None,
-                       verdict=verdicts.NOT_RECHECKED, reason=why)
+                       verdict=verdicts.NOT_RECHECKED, reason=why[0], awaiting_rerun=why[1])
         elif "verdict" not in row:
             latency.append(row)
         out.append(row)
@@ -142,7 +151,9 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
              for r in latency])):
         row.update(rerun_ratio=checked["rerun_ratio"], ci_low=checked["ci_low"], ci_high=checked["ci_high"],
                    n_a=len(row["a_samples"]), n_b=len(row["b_samples"]), verdict=checked["verdict"],
-                   reason=checked["reason"])
+                   reason=checked["reason"],
+                   # Too few repetitions: a rerun under today's protocol (at least 10 a side) settles it.
+                   awaiting_rerun=checked["verdict"] == verdicts.NOT_RECHECKED)
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]

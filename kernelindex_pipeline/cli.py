@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device-minutes", type=float, default=30.0,
                    help="device time for the whole session; what does not fit is left for the next one")
     p.add_argument("--only-unchecked", action="store_true",
-                   help="only workloads whose source claims are all 'not re-checked'")
+                   help="only workloads awaiting a rerun (a claim not re-checked for want of rerun evidence)")
     p = sub.add_parser("export", help="export manifests (json) or static record pages (html)")
     p.add_argument("--format", choices=["json", "html"], default="json")
     p.add_argument("directory", type=Path)

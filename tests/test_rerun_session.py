@@ -29,22 +29,39 @@ class FakeClock:
         return self.now
 
 
-def test_budget_stops_before_a_target_that_would_not_fit_and_returns_the_rest():
+def test_budget_skips_targets_that_would_not_fit_and_returns_them_in_order():
     clock = FakeClock()
-    cost = {"a": 50.0, "b": 20.0}
+    cost = {"a": 50.0, "b": 20.0, "c": 5.0}
     done = []
 
     def measure(t):
         done.append(t["id"])
         clock.now += cost[t["kernel"]]
 
-    targets = [{"kernel": k, "id": i} for i, k in enumerate("abababab")]
+    targets = [{"kernel": k, "id": i} for i, k in enumerate("ababababc")]
     left = rerun.run_within_budget(targets, measure, budget_s=200, clock=clock, log=lambda *_: None)
     # a: 30 s expected first (fits), then each kernel as its last target took: 50+20+50+20 = 140; the next
-    # a (50 s) would end at 190 <= 200, so it runs; the next b (20 s) would end at 210 > 200.
-    assert done == [0, 1, 2, 3, 4] and [t["id"] for t in left] == [5, 6, 7]
+    # a (50 s) would end at 190 <= 200, so it runs; b (20 s) would end at 210 > 200 and a at 240: left.
+    # c, never measured, is expected to take the median so far (50 s): left too.
+    assert done == [0, 1, 2, 3, 4] and [t["id"] for t in left] == [5, 6, 7, 8]
     assert rerun.run_within_budget(left, measure, budget_s=None, clock=clock) == []
-    assert done[5:] == [5, 6, 7]
+    assert done[5:] == [5, 6, 7, 8]
+
+
+def test_a_cheaper_kernel_still_runs_after_a_slow_one_is_left():
+    clock = FakeClock()
+    cost = {"slow": 80.0, "quick": 5.0}
+    done = []
+
+    def measure(t):
+        done.append(t["id"])
+        clock.now += cost[t["kernel"]]
+
+    targets = [{"kernel": k, "id": i} for i, k in enumerate(["quick", "slow", "slow", "quick", "quick"])]
+    left = rerun.run_within_budget(targets, measure, budget_s=100, clock=clock, log=lambda *_: None)
+    # quick (30 s expected) 5, slow (30 expected) 80 -> 85 used; slow again (80) would end at 165: left;
+    # quick (5) fits twice.
+    assert done == [0, 1, 3, 4] and [t["id"] for t in left] == [2]
 
 
 def test_continuation_file_shrinks_after_every_target(tmp_path):
@@ -59,7 +76,7 @@ def test_continuation_file_shrinks_after_every_target(tmp_path):
         clock.now += 40
 
     left = rerun.run_within_budget(targets, measure, budget_s=100, clock=clock,
-                                   after=lambda i: rerun.write_targets(path, targets[i + 1:]), log=lambda *_: None)
+                                   after=lambda rest: rerun.write_targets(path, rest), log=lambda *_: None)
     rerun.write_targets(path, left)
     assert seen == [4, 3] and rerun.read_targets(path) == targets[2:]
 

@@ -24,7 +24,7 @@ class RerunConfig(dg.Config):
         default=30.0, description="device time for the session: targets are measured in order while the next one "
         "is expected to fit; those not reached are left for the next materialization")
     only_unchecked: bool = Field(
-        default=False, description="only workloads whose claims are all 'not re-checked' in claim_checks")
+        default=False, description="only workloads awaiting a rerun: a claim in claim_checks not re-checked for want of rerun evidence")
 
 
 def partition_kernels() -> list[str]:

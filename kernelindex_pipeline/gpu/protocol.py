@@ -8,7 +8,7 @@ API_VERSION = "kernelindex.dev/v1alpha1"
 MODES = ("forward", "backward", "full")
 
 WARMUP_MS = 25.0
-REPETITION_MS = 200.0
+REPETITION_MS = 100.0
 MIN_REPETITIONS = 10
 MAX_REPETITIONS = 400
 INTERLEAVE_ROUNDS = 6

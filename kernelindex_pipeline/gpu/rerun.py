@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import gc
 import gzip
 import json
 import re
@@ -160,28 +161,33 @@ def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=prin
 
 def run_within_budget(targets: list[dict], measure: Callable[[dict], object], budget_s: float | None = None,
                       clock: Callable[[], float] = time.monotonic, started: float | None = None,
-                      after: Callable[[int], object] | None = None, log=print) -> list[dict]:
-    """Measure ``targets`` in order while the next one is expected to end within ``budget_s`` of
-    ``started``; returns the targets not measured. A target is expected to take what the last target of
-    its kernel took, else the median of those measured so far (``FIRST_TARGET_ESTIMATE_S`` before any);
-    ``after(i)`` runs once target i is done."""
+                      after: Callable[[list[dict]], object] | None = None, log=print) -> list[dict]:
+    """Measure ``targets`` in order, each only if it is expected to end within ``budget_s`` of ``started``;
+    returns the targets not measured, in order. A target that is not expected to fit is left for the next
+    session and the ones after it still get their turn, so a family of quick workloads is not held up by a
+    slow one. A target is expected to take what the last target of its kernel took, else the median of
+    those measured so far (``FIRST_TARGET_ESTIMATE_S`` before any). ``after(left)`` runs after each
+    measured target with the targets still unmeasured."""
     started = clock() if started is None else started
     took: dict[str, float] = {}
     durations: list[float] = []
+    left: list[dict] = []
     for i, target in enumerate(targets):
         if budget_s is not None:
             estimate = took.get(target["kernel"], statistics.median(durations) if durations else FIRST_TARGET_ESTIMATE_S)
             if clock() - started + estimate > budget_s:
-                log(f"budget: {len(targets) - i} targets left for the next session "
-                    f"({clock() - started:.0f} s used, next expected to take {estimate:.0f} s of {budget_s:.0f} s)")
-                return targets[i:]
+                left.append(target)
+                continue
         t0 = clock()
         measure(target)
         took[target["kernel"]] = clock() - t0
         durations.append(took[target["kernel"]])
         if after is not None:
-            after(i)
-    return []
+            after(left + targets[i + 1:])
+    if left:
+        log(f"budget: {len(left)} targets left for the next session ({clock() - started:.0f} s used of "
+            f"{budget_s:.0f} s)")
+    return left
 
 
 def append_records(path: Path, records: list[dict]) -> None:
@@ -240,9 +246,13 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
             records.extend(recs)
         log(f"  done {target['kernel']} {target['params']} {target['dtype']} in {time.time() - t0:.1f}s")
 
-    def after(i):
+    def after(left):
+        # What the next target leaves behind is collectable now; the rest stays out of the collector's
+        # scans (every gc.collect of the harness would otherwise walk torch's and Triton's objects).
+        gc.collect()
+        gc.freeze()
         if remaining_path is not None:
-            write_targets(remaining_path, targets[i + 1:])
+            write_targets(remaining_path, left)
 
     left = run_within_budget(targets, measure, budget_s, clock, started, after, log)
     if remaining_path is not None:

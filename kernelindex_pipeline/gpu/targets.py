@@ -90,9 +90,9 @@ WHERE r.evidence_level = 'source-native' AND list_contains(?, r.kernel)
 GROUP BY r.kernel, w.workload_digest
 """
 
-RECHECKED_SQL = """
+AWAITING_RERUN_SQL = """
 SELECT DISTINCT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
-WHERE c.verdict <> 'not re-checked'
+WHERE c.awaiting_rerun
 """
 
 
@@ -148,15 +148,15 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     """Rerun targets from the current source-native ranked runs: one per covered kernel and distinct
     (workload parameters, dtype), with the providers the source compares that the adapter can build
     (the others listed as ``unavailable``; KernelIndex's own where the adapter has one) and the modes
-    the source measured, in ``coverage_first`` order. ``only_unchecked``: only workloads none of whose
-    claims has a verdict other than ``not re-checked``."""
+    the source measured, in ``coverage_first`` order. ``only_unchecked``: only workloads awaiting a rerun,
+    those with a claim that is not re-checked for want of (sampled) rerun evidence."""
     from kernels._adapter import load_adapter
 
     chosen = [k for k in covered_kernels() if only is None or k in only]
-    checked = set(con.execute(RECHECKED_SQL).fetchall()) if only_unchecked else set()
+    awaiting = set(con.execute(AWAITING_RERUN_SQL).fetchall()) if only_unchecked else None
     merged: dict[tuple, dict] = {}
     for kernel, workload_digest, definition, providers, modes, metrics in con.execute(SOURCE_GROUPS_SQL, [chosen]).fetchall():
-        if (kernel, workload_digest) in checked:
+        if awaiting is not None and (kernel, workload_digest) not in awaiting:
             continue
         spec = json.loads(definition)["spec"]
         modes = [m for m in MODES if m in modes]
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="targets file to write (JSON)")
     ap.add_argument("--kernels", nargs="*", help="only these kernels")
     ap.add_argument("--only-unchecked", action="store_true",
-                    help="only workloads whose claims are all 'not re-checked' in claim_checks")
+                    help="only workloads awaiting a rerun: a claim not re-checked for want of rerun evidence")
     args = ap.parse_args(argv)
     from kernelindex_pipeline.warehouse import Warehouse
 
