@@ -171,3 +171,14 @@ def test_harness_revision_is_twelve_hex():
 
     for rev in (harness_revision(), kernel_revision("rms_norm")):
         assert len(rev) == 12 and int(rev, 16) >= 0
+
+
+def test_an_aliased_provider_builds_the_provider_it_renames():
+    torch = pytest.importorskip("torch")
+    impl = rerun.with_aliases(load_adapter("rms_norm"), {"liger_triton": "huggingface"})
+    params = {"rows": 4, "hidden": 8, "eps": 1e-6}
+    inputs = impl.make_inputs(params, "fp32", 1, "cpu")
+    base, tagged = load_adapter("rms_norm").build("huggingface", inputs, params), impl.build("liger_triton", inputs, params)
+    assert tagged.label.startswith(base.label) and "upstream's liger_triton" in tagged.label
+    assert torch.equal(tagged.fn()[0], base.fn()[0])
+    assert impl.KERNEL == "rms_norm" and rerun.with_aliases(impl, {}) is impl

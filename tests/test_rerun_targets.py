@@ -26,7 +26,8 @@ def test_targets_follow_the_source_comparison_groups(shipped_warehouse):
                              json.loads(d)["spec"]["dtype"]) for _, d, _, _ in groups})
     for t in chosen:
         impl = load_adapter(t["kernel"])
-        assert set(t["providers"]) <= set(impl.PROVIDERS)
+        assert set(t["providers"]) - set(t["aliases"]) <= set(impl.PROVIDERS)
+        assert set(t["aliases"].values()) <= set(impl.PROVIDERS)
         assert set(t["providers"]) - {"kernelindex"} <= set(t["source_providers"])
         for p, reason in t["unavailable"].items():
             assert p not in impl.PROVIDERS and reason == f"no rerun provider for {p}"
@@ -51,6 +52,7 @@ def test_only_unchecked_keeps_workloads_awaiting_a_rerun(shipped_warehouse):
         settled = con.execute("""
             SELECT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
             GROUP BY ALL HAVING NOT bool_or(c.awaiting_rerun)
+               AND NOT bool_or(coalesce(c.reason, '') LIKE '%no rerun provider for liger_triton')
         """).fetchall()
         no_samples = con.execute("""
             SELECT DISTINCT r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
@@ -71,3 +73,21 @@ def test_export_writes_what_the_device_reads(analyst_home, tmp_path, capsys):
     exported = read_targets(out)
     assert exported and {t["kernel"] for t in exported} == {"rms_norm", "geglu"}
     assert f"wrote {len(exported)} targets over 2 kernels" in capsys.readouterr().out
+
+
+def test_liger_triton_is_measured_as_the_liger_provider(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        every = T.warehouse_targets(con)
+        unchecked = T.warehouse_targets(con, only_unchecked=True)
+    tagged = [t for t in every if "liger_triton" in t["source_providers"]]
+    assert tagged
+    for t in tagged:
+        known = load_adapter(t["kernel"]).PROVIDERS
+        if "liger_triton" in known:
+            assert t["aliases"] == {} and "liger_triton" in t["providers"]
+        elif "liger" in known:
+            assert t["aliases"] == {"liger_triton": "liger"} and "liger_triton" in t["providers"]
+            assert "liger_triton" not in t["unavailable"]
+        else:
+            assert "liger_triton" in t["unavailable"]
+    assert all(p not in t["unavailable"] for t in unchecked for p in t["aliases"])

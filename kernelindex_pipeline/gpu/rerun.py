@@ -16,6 +16,7 @@ session takes as its ``--targets-file``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import gc
 import gzip
@@ -90,6 +91,29 @@ def target_records(target: dict, impl: RerunAdapter, outcomes: dict, stats: dict
                                                 st, result, env, observed_at, documents[mode], code_revision))
         out[provider] = recs
     return out
+
+
+class _Aliased:
+    """An adapter whose ``build`` also answers to providers the source names by a Liger backend tag
+    (``targets.PROVIDER_TAGS``): it builds the provider they rename and says so in the label."""
+
+    def __init__(self, impl: RerunAdapter, aliases: dict[str, str]):
+        self._impl, self._aliases = impl, aliases
+
+    def __getattr__(self, name):
+        return getattr(self._impl, name)
+
+    def build(self, provider, inputs, params):
+        base = self._aliases.get(provider)
+        if base is None:
+            return self._impl.build(provider, inputs, params)
+        built = self._impl.build(base, inputs, params)
+        return dataclasses.replace(built, label=f"{built.label}; upstream's {provider} (its {base} provider, "
+                                                f"Triton backend)")
+
+
+def with_aliases(impl: RerunAdapter, aliases: dict[str, str]) -> RerunAdapter:
+    return _Aliased(impl, aliases) if aliases else impl
 
 
 def _is_oom(reason: str | None) -> bool:
@@ -235,7 +259,7 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
 
     def measure(target):
         t0 = time.time()
-        impl = adapters[target["kernel"]]
+        impl = with_aliases(adapters[target["kernel"]], target.get("aliases", {}))
         outcomes, stats = measure_target(target, impl, device_bytes, log)
         by_provider = target_records(target, impl, outcomes, stats, env, _now(), revisions[target["kernel"]])
         for provider, recs in by_provider.items():

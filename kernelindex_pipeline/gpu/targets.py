@@ -95,6 +95,18 @@ SELECT DISTINCT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r
 WHERE c.awaiting_rerun
 """
 
+# Workloads whose claims were left unchecked for want of a provider the rerun had no way to build then.
+PROVIDER_MISSING_SQL = """
+SELECT DISTINCT r.kernel, r.workload_digest, regexp_extract(c.reason, 'no rerun provider for (\\S+)$', 1)
+FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
+WHERE c.verdict = 'not re-checked' AND c.reason LIKE '%no rerun provider for %'
+"""
+
+
+# Liger-Kernel's benchmark scripts rename their ``liger`` provider per backend run (``LIGER_BENCH_PROVIDER_TAG``
+# in benchmark/scripts/utils.py): ``liger_triton`` is ``liger`` on the default Triton backend, the one
+# the ``liger`` provider builds. {source provider: the adapter provider that runs it}.
+PROVIDER_TAGS = {"liger_triton": "liger"}
 
 # The dtype a source that states none measured in: Liger's loss scripts draw float32 tensors without naming
 # a dtype. The records keep the source's (absent) dtype, so they pair with the source's workloads.
@@ -144,19 +156,31 @@ def coverage_first(targets: list[dict]) -> list[dict]:
     return sorted(first, key=lambda t: t["kernel"]) + rest
 
 
+def impl_providers(kernel: str) -> tuple[str, ...]:
+    return tuple(load_adapter(kernel).PROVIDERS)
+
+
 def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool = False) -> list[dict]:
     """Rerun targets from the current source-native ranked runs: one per covered kernel and distinct
     (workload parameters, dtype), with the providers the source compares that the adapter can build
     (the others listed as ``unavailable``; KernelIndex's own where the adapter has one) and the modes
-    the source measured, in ``coverage_first`` order. ``only_unchecked``: only workloads awaiting a rerun,
-    those with a claim that is not re-checked for want of (sampled) rerun evidence."""
+    the source measured, in ``coverage_first`` order. A provider the source names by its Liger backend tag
+    (``PROVIDER_TAGS``) is measured by the adapter provider it renames, listed in ``aliases``.
+    ``only_unchecked``: only workloads awaiting a rerun, those with a claim that is not re-checked for want
+    of (sampled) rerun evidence or of a provider the adapters can build now."""
     from kernels._adapter import load_adapter
 
     chosen = [k for k in covered_kernels() if only is None or k in only]
     awaiting = set(con.execute(AWAITING_RERUN_SQL).fetchall()) if only_unchecked else None
+    missing = {}
+    if only_unchecked:
+        for kernel, digest, provider in con.execute(PROVIDER_MISSING_SQL).fetchall():
+            missing.setdefault((kernel, digest), set()).add(provider)
     merged: dict[tuple, dict] = {}
     for kernel, workload_digest, definition, providers, modes, metrics in con.execute(SOURCE_GROUPS_SQL, [chosen]).fetchall():
-        if awaiting is not None and (kernel, workload_digest) not in awaiting:
+        if awaiting is not None and (kernel, workload_digest) not in awaiting and not any(
+                p in impl_providers(kernel) or PROVIDER_TAGS.get(p) in impl_providers(kernel)
+                for p in missing.get((kernel, workload_digest), ())):
             continue
         spec = json.loads(definition)["spec"]
         modes = [m for m in MODES if m in modes]
@@ -176,7 +200,11 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     for t in merged.values():
         known = t.pop("_providers")
         t["providers"] = [p for p in known if p in t["source_providers"] or p == "kernelindex"]
-        t["unavailable"] = {p: f"no rerun provider for {p}" for p in t["source_providers"] if p not in known}
+        t["aliases"] = {p: PROVIDER_TAGS[p] for p in t["source_providers"]
+                        if p not in known and PROVIDER_TAGS.get(p) in known}
+        t["providers"] += list(t["aliases"])
+        t["unavailable"] = {p: f"no rerun provider for {p}" for p in t["source_providers"]
+                            if p not in known and p not in t["aliases"]}
         t["modes"] = [m for m in MODES if m in t["modes"]]
         t["metrics"] = [m for m in ("latency", "peak_memory") if m in t["metrics"]]
         if t["providers"]:

@@ -1,0 +1,1 @@
+"""Distillation cosine loss: cross entropy plus the cosine distance between a student and a teacher head's logits."""
