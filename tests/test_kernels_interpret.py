@@ -223,7 +223,8 @@ def test_shipped_evidence_records_pair_with_upstream_names():
             for line in fh:
                 rec = json.loads(line)
                 spec = kernels.lookup(rec["kernel"])
-                assert spec.input_tensors(rec["params"], rec["dtype"]) is not None
+                # A spec that states no input tensors (GRPO's) leaves the shapes to its rerun adapter.
+                assert spec.tensors is None or spec.input_tensors(rec["params"], rec["dtype"]) is not None
                 assert rec["status"] in P.STATUSES
                 assert (rec["median"] is None) == (rec["status"] != "passed")
                 if rec["status"] not in ("passed", "failed"):
