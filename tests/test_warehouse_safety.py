@@ -49,12 +49,14 @@ def counts(home: Path) -> tuple:
 
 # -- readers and the writer ---------------------------------------------------------------------------
 
+# Reads until the test says the ingest is over (the stop file), then once more; at most 300 s.
 READER = """
-import duckdb, json, sys, time
-path, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+import duckdb, json, os, sys, time
+path, mode, stop = sys.argv[1], sys.argv[2], sys.argv[3]
 seen, con = [], duckdb.connect(path, read_only=True) if mode == "held" else None
-deadline = time.monotonic() + seconds
-while time.monotonic() < deadline:
+deadline, last = time.monotonic() + 300, False
+while not last and time.monotonic() < deadline:
+    last = os.path.exists(stop)
     c = con or duckdb.connect(path, read_only=True)
     runs, orphans = c.execute("SELECT count(*), count(*) FILTER (WHERE run_id NOT IN (SELECT run_id FROM manifests)) "
                               "FROM runs").fetchall()[0]
@@ -71,10 +73,12 @@ def test_readers_never_block_the_ingest_and_never_see_a_mix(mode, tmp_path, base
                                                              next_source):
     home = copy_home(base_warehouse, tmp_path / "home")
     old_runs, new_runs = counts(home)[0], counts(next_warehouse)[0]
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(home / "kernelindex.duckdb"), mode, "12"],
+    stop = tmp_path / "ingest-done"
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(home / "kernelindex.duckdb"), mode, str(stop)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)  # the reader is in before the ingest starts
     result = ingest(home, next_source)
+    stop.touch()
     assert "ingested" in result.stdout
     out, err = reader.communicate(timeout=60)
     assert reader.returncode == 0, err
