@@ -234,13 +234,15 @@ def test_tiled_backward_accumulates_each_gradient_once(kernel):
     inputs = impl.make_inputs(params, "fp32", 1, "cpu")
     tiled = impl.build("deepspeed_tiled", inputs, params)
     plain = impl.build("huggingface", inputs, params)
-    dy = torch.randn_like(plain.fn()[0])
+    y0 = plain.fn()[0]
+    dy = torch.randn(y0.shape, generator=torch.Generator().manual_seed(7), dtype=y0.dtype)
     for built in (tiled, plain):
         (y,) = built.fn()
         y.backward(dy, retain_graph=True)
         y.backward(dy, retain_graph=True)
     for name in impl.GRAD_INPUTS:
-        torch.testing.assert_close(tiled.leaves[name].grad, plain.leaves[name].grad, rtol=1e-5, atol=1e-6)
+        # Tiling reorders the float32 sums (differences near 1e-6); a gradient accumulated twice would be 2x off.
+        torch.testing.assert_close(tiled.leaves[name].grad, plain.leaves[name].grad, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(("kernel", "dtype"), sorted((k, d or "fp32") for k, d in INTERPRETER_LIMITS))
