@@ -180,5 +180,6 @@ def test_an_aliased_provider_builds_the_provider_it_renames():
     inputs = impl.make_inputs(params, "fp32", 1, "cpu")
     base, tagged = load_adapter("rms_norm").build("huggingface", inputs, params), impl.build("liger_triton", inputs, params)
     assert tagged.label.startswith(base.label) and "upstream's liger_triton" in tagged.label
+    assert "Triton backend" in tagged.label
     assert torch.equal(tagged.fn()[0], base.fn()[0])
     assert impl.KERNEL == "rms_norm" and rerun.with_aliases(impl, {}) is impl

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kernels._adapter import load_adapter
 from kernelindex_pipeline.gpu import targets as T
 from kernelindex_pipeline.gpu.protocol import MODES
@@ -52,7 +54,7 @@ def test_only_unchecked_keeps_workloads_awaiting_a_rerun(shipped_warehouse):
         settled = con.execute("""
             SELECT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
             GROUP BY ALL HAVING NOT bool_or(c.awaiting_rerun)
-               AND NOT bool_or(coalesce(c.reason, '') LIKE '%no rerun provider for liger_triton')
+               AND NOT bool_or(coalesce(c.reason, '') SIMILAR TO '.*no rerun provider for liger_(triton|cutile|cutedsl)')
         """).fetchall()
         no_samples = con.execute("""
             SELECT DISTINCT r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
@@ -75,19 +77,35 @@ def test_export_writes_what_the_device_reads(analyst_home, tmp_path, capsys):
     assert f"wrote {len(exported)} targets over 2 kernels" in capsys.readouterr().out
 
 
-def test_liger_triton_is_measured_as_the_liger_provider(shipped_warehouse):
+@pytest.mark.parametrize("tag", sorted(T.PROVIDER_TAGS))
+def test_a_liger_backend_tag_is_measured_as_the_liger_provider(shipped_warehouse, tag):
     with shipped_warehouse.reader() as con:
         every = T.warehouse_targets(con)
         unchecked = T.warehouse_targets(con, only_unchecked=True)
-    tagged = [t for t in every if "liger_triton" in t["source_providers"]]
+    tagged = [t for t in every if tag in t["source_providers"]]
     assert tagged
     for t in tagged:
         known = load_adapter(t["kernel"]).PROVIDERS
-        if "liger_triton" in known:
-            assert t["aliases"] == {} and "liger_triton" in t["providers"]
+        if tag in known:
+            assert tag not in t["aliases"] and tag in t["providers"]
         elif "liger" in known:
-            assert t["aliases"] == {"liger_triton": "liger"} and "liger_triton" in t["providers"]
-            assert "liger_triton" not in t["unavailable"]
+            assert t["aliases"][tag] == "liger" and tag in t["providers"]
+            assert tag not in t["unavailable"]
         else:
-            assert "liger_triton" in t["unavailable"]
+            assert tag in t["unavailable"]
     assert all(p not in t["unavailable"] for t in unchecked for p in t["aliases"])
+
+
+def test_a_session_measures_the_providers_of_its_liger_backend(shipped_warehouse):
+    """Liger reads LIGER_KERNEL_IMPL once per process: the default session measures every provider but the
+    cuTile and CuTe DSL tags, and a cuTile session those tags alone; together, each provider once."""
+    with shipped_warehouse.reader() as con:
+        every = T.warehouse_targets(con)
+    default, cutile = T.session_slice(every, ""), T.session_slice(every, "cutile")
+    assert cutile and all(t["providers"] == ["liger_cutile"] for t in cutile)
+    assert not any("liger_cutile" in t["providers"] or "liger_cutedsl" in t["providers"] for t in default)
+    measured = sorted((t["kernel"], json.dumps(t["params"], sort_keys=True), t["dtype"] or "", p)
+                      for sliced in (default, cutile, T.session_slice(every, "cutedsl")) for t in sliced
+                      for p in t["providers"])
+    assert measured == sorted((t["kernel"], json.dumps(t["params"], sort_keys=True), t["dtype"] or "", p)
+                              for t in every for p in t["providers"])

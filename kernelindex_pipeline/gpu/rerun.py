@@ -21,6 +21,7 @@ import datetime as _dt
 import gc
 import gzip
 import json
+import os
 import re
 import statistics
 import sys
@@ -30,8 +31,18 @@ from pathlib import Path
 
 from kernels._adapter import RerunAdapter, load_adapter
 from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.targets import input_bytes, read_targets, targets_named, tensor_dtype, write_targets
+from kernelindex_pipeline.gpu.targets import (
+    PROVIDER_TAGS,
+    input_bytes,
+    read_targets,
+    session_slice,
+    targets_named,
+    tensor_dtype,
+    write_targets,
+)
 
+# Liger-Kernel's backend switch (liger_kernel.ops.backends.LIGER_KERNEL_IMPL_ENV).
+LIGER_IMPL_VARIABLE = "LIGER_KERNEL_IMPL"
 NO_CUDA_MESSAGE = "kernelindex rerun: no CUDA device available here; nothing was measured and nothing was written"
 # What a target is expected to take before any target of the session has been measured.
 FIRST_TARGET_ESTIMATE_S = 30.0
@@ -108,8 +119,9 @@ class _Aliased:
         if base is None:
             return self._impl.build(provider, inputs, params)
         built = self._impl.build(base, inputs, params)
-        return dataclasses.replace(built, label=f"{built.label}; upstream's {provider} (its {base} provider, "
-                                                f"Triton backend)")
+        tag = PROVIDER_TAGS.get(provider)
+        backend = f", {tag.backend} backend" if tag else ""
+        return dataclasses.replace(built, label=f"{built.label}; upstream's {provider} (its {base} provider{backend})")
 
 
 def with_aliases(impl: RerunAdapter, aliases: dict[str, str]) -> RerunAdapter:
@@ -233,10 +245,12 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
     """Check, measure and record ``targets`` within ``budget_s``; returns the records appended to
     ``out_path``. Every target's kernel adapter is loaded (and checked against
     ``kernels._adapter.RerunAdapter``) before anything is measured; the targets not reached are written to
-    ``remaining_path`` (when given)."""
+    ``remaining_path`` (when given). Only the providers of this process's Liger backend (LIGER_KERNEL_IMPL,
+    ``targets.session_slice``) are measured."""
     if not cuda_available():
         raise NoCudaDevice(NO_CUDA_MESSAGE)
     started = clock()
+    targets = session_slice(targets, os.environ.get(LIGER_IMPL_VARIABLE, ""))
     # Imported here, once CUDA is known to be there: without it, this module answers without torch.
     import torch
 
@@ -294,8 +308,14 @@ def main(argv=None) -> int:
                     "(or a session's remaining.json); replaces --targets")
     ap.add_argument("--kernels", nargs="*", help="only these kernels")
     ap.add_argument("--budget-minutes", type=float, help="stop before the next target would run past this")
+    ap.add_argument("--liger-impl", choices=sorted({t.liger_impl for t in PROVIDER_TAGS.values()} - {""}),
+                    help="measure the providers upstream ran on this Liger-Kernel backend (sets LIGER_KERNEL_IMPL); "
+                    "default: every other provider, Liger on its Triton backend")
     ap.add_argument("--remaining", help="where the targets not reached go (default: remaining.json beside the evidence)")
     args = ap.parse_args(argv)
+    if args.liger_impl:
+        # Before anything imports liger_kernel, which reads it once.
+        os.environ[LIGER_IMPL_VARIABLE] = args.liger_impl
     if not cuda_available():
         print(NO_CUDA_MESSAGE, file=sys.stderr)
         return 2

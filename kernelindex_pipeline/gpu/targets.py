@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import kernels
@@ -103,10 +104,47 @@ WHERE c.verdict = 'not re-checked' AND c.reason LIKE '%no rerun provider for %'
 """
 
 
-# Liger-Kernel's benchmark scripts rename their ``liger`` provider per backend run (``LIGER_BENCH_PROVIDER_TAG``
-# in benchmark/scripts/utils.py): ``liger_triton`` is ``liger`` on the default Triton backend, the one
-# the ``liger`` provider builds. {source provider: the adapter provider that runs it}.
-PROVIDER_TAGS = {"liger_triton": "liger"}
+@dataclass(frozen=True)
+class BackendTag:
+    """A source provider that is an adapter's provider run on one of Liger-Kernel's backends."""
+
+    provider: str  # the adapter provider it renames
+    liger_impl: str  # LIGER_KERNEL_IMPL of the session that measures it; "" for the default (Triton) backend
+    backend: str  # the backend's name, for labels
+
+
+# Liger-Kernel's comparison scripts (benchmark/scripts/run_cutile_compare.py, run_cutedsl_compare.py) run each
+# benchmark once per backend, selected by LIGER_KERNEL_IMPL, and rename its ``liger`` provider by
+# LIGER_BENCH_PROVIDER_TAG (benchmark/scripts/utils.py). Liger reads the variable once, at import, so a rerun
+# session measures one backend's tags (``session_slice``); its records share the evidence file of the others.
+PROVIDER_TAGS = {
+    "liger_triton": BackendTag("liger", "", "Triton"),
+    "liger_cutile": BackendTag("liger", "cutile", "cuTile"),
+    "liger_cutedsl": BackendTag("liger", "cutedsl", "CuTe DSL"),
+}
+
+
+def _tagged(provider: str, known) -> bool:
+    tag = PROVIDER_TAGS.get(provider)
+    return tag is not None and tag.provider in known
+
+
+def provider_liger_impl(provider: str) -> str:
+    """The LIGER_KERNEL_IMPL a session needs to measure ``provider``: "" unless it is a backend tag."""
+    tag = PROVIDER_TAGS.get(provider)
+    return tag.liger_impl if tag else ""
+
+
+def session_slice(targets: list[dict], liger_impl: str) -> list[dict]:
+    """``targets`` cut to the providers a session whose Liger backend is ``liger_impl`` measures; targets
+    left with none are dropped."""
+    sliced = []
+    for t in targets:
+        providers = [p for p in t["providers"] if provider_liger_impl(p) == liger_impl]
+        if providers:
+            sliced.append({**t, "providers": providers})
+    return sliced
+
 
 # The dtype a source that states none measured in: Liger's loss scripts draw float32 tensors without naming
 # a dtype. The records keep the source's (absent) dtype, so they pair with the source's workloads.
@@ -179,7 +217,7 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     merged: dict[tuple, dict] = {}
     for kernel, workload_digest, definition, providers, modes, metrics in con.execute(SOURCE_GROUPS_SQL, [chosen]).fetchall():
         if awaiting is not None and (kernel, workload_digest) not in awaiting and not any(
-                p in impl_providers(kernel) or PROVIDER_TAGS.get(p) in impl_providers(kernel)
+                p in impl_providers(kernel) or _tagged(p, impl_providers(kernel))
                 for p in missing.get((kernel, workload_digest), ())):
             continue
         spec = json.loads(definition)["spec"]
@@ -200,8 +238,8 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     for t in merged.values():
         known = t.pop("_providers")
         t["providers"] = [p for p in known if p in t["source_providers"] or p == "kernelindex"]
-        t["aliases"] = {p: PROVIDER_TAGS[p] for p in t["source_providers"]
-                        if p not in known and PROVIDER_TAGS.get(p) in known}
+        t["aliases"] = {p: PROVIDER_TAGS[p].provider for p in t["source_providers"]
+                        if p not in known and _tagged(p, known)}
         t["providers"] += list(t["aliases"])
         t["unavailable"] = {p: f"no rerun provider for {p}" for p in t["source_providers"]
                             if p not in known and p not in t["aliases"]}
