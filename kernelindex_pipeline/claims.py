@@ -16,6 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog, verdicts
+from kernelindex_pipeline.gpu.protocol import MODES
 
 # Rerun protocols, as claim_checks names them, and the protocol family of their evidence.
 PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
@@ -57,6 +58,11 @@ WITH source AS (
                                ORDER BY a.observed_at DESC, a.evidence_file DESC) = 1
 ), measured AS (
     SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol FROM controlled
+), latest AS (
+    SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, status, status_reason, observed_at
+    FROM controlled
+    QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol
+                               ORDER BY observed_at DESC, evidence_file DESC) = 1
 ), covered AS (
     SELECT DISTINCT kernel FROM controlled_runs
 )
@@ -67,10 +73,16 @@ SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protoc
         AS workload_measured,
     (SELECT list(m.provider) FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
             AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
-        AS measured_providers
+        AS measured_providers,
+    la.status AS a_latest_status, la.status_reason AS a_latest_reason, la.observed_at AS a_latest_at,
+    lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.observed_at AS b_latest_at
 FROM claims cl CROSS JOIN protocols p
 LEFT JOIN batches b ON b.comparison_key = cl.comparison_key AND b.a_run_id = cl.a_run_id
     AND b.b_run_id = cl.b_run_id AND b.protocol = p.protocol
+LEFT JOIN latest la ON la.protocol = p.protocol AND la.kernel = cl.kernel AND la.operation_mode = cl.operation_mode
+    AND la.metric = cl.metric AND la.workload_digest = cl.workload_digest AND la.provider = cl.a_provider
+LEFT JOIN latest lb ON lb.protocol = p.protocol AND lb.kernel = cl.kernel AND lb.operation_mode = cl.operation_mode
+    AND lb.metric = cl.metric AND lb.workload_digest = cl.workload_digest AND lb.provider = cl.b_provider
 """
 
 CLAIM_CHECKS_SCHEMA = pa.schema([
@@ -97,10 +109,20 @@ def _why_not(row: dict) -> tuple[str, bool] | None:
     correctness is a settled answer; a missing rerun is not."""
     if row["metric"] != "latency" and row["protocol"] == "source-replica":
         return LATENCY_ONLY, False
+    if row["operation_mode"] not in MODES:
+        return f"the rerun harness measures the {', '.join(MODES)} passes, not {row['operation_mode']}", False
     if not row["kernel_covered"]:
         return f"no KernelIndex rerun of {row['kernel']} yet", True
     if not row["workload_measured"]:
         return "this workload has not been re-measured under this protocol yet", True
+    for side in ("a", "b"):
+        # A provider whose newest rerun says it cannot run or fails correctness settles the claim on its
+        # own: no batch that also measured the other side is needed to say so.
+        status = row[f"{side}_latest_status"]
+        if status not in (None, "passed") and (row["observed_at"] is None
+                                               or row[f"{side}_latest_at"] > row["observed_at"]):
+            reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
+            return f"{row[f'{side}_provider']} {status} on the rerun{reason}", False
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
         missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]

@@ -35,6 +35,32 @@ def test_every_claim_has_a_verdict_or_a_reason(shipped_warehouse):
     assert protocols == {"kernelindex-device-time", "source-replica"}
 
 
+def test_a_provider_that_cannot_run_settles_its_claims_without_a_partner(shipped_warehouse):
+    """Upstream's cuTile backend (a session of its own, LIGER_KERNEL_IMPL=cutile) does not compile on the
+    H200: its newest records say so, and that answers every claim it takes part in, also where the other
+    side was last measured in another batch."""
+    with shipped_warehouse.reader() as con:
+        reasons = con.execute(
+            "SELECT DISTINCT c.reason, c.awaiting_rerun FROM claim_checks c WHERE c.protocol = 'kernelindex-device-time' "
+            "AND 'liger_cutile' IN (c.a_provider, c.b_provider) AND c.kernel <> 'multi_token_attention'").fetchall()
+    assert reasons
+    assert all("no rerun provider for liger_cutile" not in r and not awaiting for r, awaiting in reasons), reasons
+    assert sum(r.startswith("liger_cutile failed on the rerun: raised ") for r, _ in reasons) >= 3
+
+
+def test_a_pass_the_harness_does_not_time_is_a_reason_not_a_wait(shipped_warehouse):
+    from kernelindex_pipeline.gpu.protocol import MODES
+
+    with shipped_warehouse.reader() as con:
+        rows = con.execute("SELECT DISTINCT operation_mode, verdict, reason, awaiting_rerun FROM claim_checks "
+                           "WHERE NOT list_contains(?, operation_mode)", [list(MODES)]).fetchall()
+        targeted = con.execute("SELECT count(*) FROM claim_checks WHERE awaiting_rerun AND NOT list_contains(?, "
+                               "operation_mode)", [list(MODES)]).fetchone()[0]
+    assert {mode for mode, *_ in rows} == {"no-grad-forward"}
+    assert all(v == "not re-checked" and "not no-grad-forward" in r and not a for _, v, r, a in rows)
+    assert targeted == 0
+
+
 def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
     """One H200 workload measured in many batches is one comparison group per pass and metric."""
     rows = query(shipped_warehouse.home,
