@@ -1,7 +1,8 @@
 """The rerun adapter contract: what a covered kernel's ``kernels/<kernel>/impl.py`` gives the GPU harness.
 
 A kernel family is *covered* (re-measured on a GPU by ``kernelindex_pipeline.gpu``) when its package has
-an ``impl`` module that satisfies ``RerunAdapter``. The harness loads it with ``load_adapter``, which
+an ``impl`` module that satisfies ``RerunAdapter``, or whose ``ADAPTER`` object does (kernels that share one
+family's arithmetic, such as the preference losses, each bind a configured instance of the family's class). The harness loads it with ``load_adapter``, which
 names everything the module lacks; nothing in the harness falls back to a default. Importing this module
 needs no torch.
 """
@@ -123,7 +124,7 @@ def _parameter_names(fn) -> list[str]:
     return [p.name for p in inspect.signature(fn).parameters.values() if p.name != "self"]
 
 
-def adapter_problems(module: ModuleType) -> list[str]:
+def adapter_problems(module: ModuleType | object) -> list[str]:
     """What keeps ``module`` from satisfying ``RerunAdapter``: missing members, functions that are not
     callable or take other parameters; empty when it satisfies the contract."""
     problems = [f"missing {name}" for name in ADAPTER_CONSTANTS + ADAPTER_FUNCTIONS if not hasattr(module, name)]
@@ -141,12 +142,14 @@ def adapter_problems(module: ModuleType) -> list[str]:
 
 
 def load_adapter(kernel: str) -> RerunAdapter:
-    """The rerun adapter ``kernels.<kernel>.impl``; AdapterError naming what it lacks if it falls short."""
+    """The rerun adapter ``kernels.<kernel>.impl`` (or its ``ADAPTER``); AdapterError naming what it lacks if
+    it falls short."""
     module = importlib.import_module(f"kernels.{kernel}.impl")
-    problems = adapter_problems(module)
-    if not problems and module.KERNEL != kernel:
-        problems.append(f"KERNEL is {module.KERNEL!r}, expected {kernel!r}")
+    adapter = getattr(module, "ADAPTER", module)
+    problems = adapter_problems(adapter)
+    if not problems and adapter.KERNEL != kernel:
+        problems.append(f"KERNEL is {adapter.KERNEL!r}, expected {kernel!r}")
     if problems:
         raise AdapterError(f"kernels.{kernel}.impl does not satisfy kernels._adapter.RerunAdapter: "
                            + "; ".join(problems))
-    return cast(RerunAdapter, module)
+    return cast(RerunAdapter, adapter)

@@ -135,7 +135,7 @@ def hf_distill_loss(
 
 
 class DistillAdapter:
-    """``kernels._adapter.RerunAdapter``'s functions for one distillation loss; an ``impl`` module binds them.
+    """``kernels._adapter.RerunAdapter``'s functions for one distillation loss; an ``impl`` module's ``ADAPTER``.
 
     ``kind``: "jsd" or "cosine"; ``liger``: (module, class) under ``liger_kernel.chunked_loss``; ``liger_beta``:
     the beta the script's Liger call runs at (the reference's); ``baseline_beta`` and ``baseline_masked``: the
@@ -144,8 +144,10 @@ class DistillAdapter:
     """
 
     PROVIDERS = ("liger", "torch")
+    IMPLIED: dict[str, str] = {}
     OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("student_x", "student_weight")
+    DETERMINISTIC_INPUTS: tuple[str, ...] = ()
     REFERENCE_DTYPE = torch.float32
 
     def __init__(
@@ -158,7 +160,7 @@ class DistillAdapter:
         baseline_masked: bool,
         baseline_what: str,
     ):
-        self.kernel = kernel
+        self.KERNEL = kernel
         self.kind = kind
         self.liger = liger
         self.liger_beta = liger_beta
@@ -168,7 +170,7 @@ class DistillAdapter:
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(tokens, student hidden, teacher hidden, vocab) from the spec's shapes."""
-        s = required_input_shapes(self.kernel, params)
+        s = required_input_shapes(self.KERNEL, params)
         return s["student_x"][0], s["student_x"][1], s["teacher_x"][1], s["student_weight"][0]
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
@@ -216,7 +218,7 @@ class DistillAdapter:
 
             return Built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}",
                          self.OUTPUT_NAMES)
-        raise Unavailable(f"unknown provider {provider!r} for {self.kernel}")
+        raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
 
     def _heads(self, params) -> list[tuple[int, int, int, bool]]:
         tokens, student_hidden, teacher_hidden, vocab = self.dims(params)

@@ -103,10 +103,11 @@ def grpo_loss(
 
 
 class GRPOAdapter:
-    """``kernels._adapter.RerunAdapter``'s functions for the GRPO loss at ``level``; an ``impl`` module binds
-    them. A workload's ``importance_sampling_level``, where it names one, must be ``level``."""
+    """``kernels._adapter.RerunAdapter``'s functions for the GRPO loss at ``level``; an ``impl`` module's
+    ``ADAPTER``. A workload's ``importance_sampling_level``, where it names one, must be ``level``."""
 
     PROVIDERS = ("liger", "torch")
+    IMPLIED: dict[str, str] = {}
     OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("x", "weight")
     DETERMINISTIC_INPUTS = ("attention_mask",)
@@ -119,14 +120,14 @@ class GRPOAdapter:
     ):
         if level not in LEVELS:
             raise ValueError(f"{kernel}: unknown importance sampling level {level!r}; expected one of {LEVELS}")
-        self.kernel = kernel
+        self.KERNEL = kernel
         self.level = level
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(batch, seq, hidden, vocab) of a workload; ValueError where its level is not this family's."""
         named = params.get("importance_sampling_level", self.level)
         if named != self.level:
-            raise ValueError(f"{self.kernel}: importance_sampling_level {named!r}, expected {self.level!r}")
+            raise ValueError(f"{self.KERNEL}: importance_sampling_level {named!r}, expected {self.level!r}")
         return int(params["batch"]), int(params["seq"]), int(params["hidden"]), int(params["vocab"])
 
     def input_shapes(self, params) -> dict[str, tuple[int, ...]]:
@@ -217,7 +218,7 @@ class GRPOAdapter:
             label = (f"PyTorch {torch.__version__} equivalent of the upstream TorchLMHeadGRPO "
                      f"({LOSS_TYPE}, {self.level}-level importance sampling)")
             return Built(lambda: (self._loss(passed),), leaves, label, self.OUTPUT_NAMES)
-        raise Unavailable(f"unknown provider {provider!r} for {self.kernel}")
+        raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
 
     def _heads(self, params) -> list[tuple[int, int, int, bool]]:
         """The policy head (trained) and the reference model's head (no gradients)."""

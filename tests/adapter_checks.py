@@ -61,10 +61,9 @@ def _quiet_liger_backend_probe():
 
 
 def load_checked(kernel: str):
-    """The adapter of ``kernel``, its module satisfying the contract and the kernel known."""
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    assert adapter_problems(module) == []
+    """The adapter of ``kernel``, satisfying the contract, and the kernel known."""
     impl = load_adapter(kernel)
+    assert adapter_problems(impl) == []
     assert kernels.is_known(kernel)
     return impl
 

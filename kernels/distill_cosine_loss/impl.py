@@ -9,12 +9,10 @@ reasons are in ``kernels.distillation``.
 
 from __future__ import annotations
 
-import torch
-
 from kernels.distillation import DistillAdapter
 
 KERNEL = "distill_cosine_loss"
-_ADAPTER = DistillAdapter(
+ADAPTER = DistillAdapter(
     KERNEL,
     kind="cosine",
     liger=("cosine_similarity_loss", "LigerFusedLinearCosineSimilarityLoss"),
@@ -23,16 +21,3 @@ _ADAPTER = DistillAdapter(
     baseline_masked=False,
     baseline_what="TorchCosineSimilarityLoss (HFCosineLoss, beta 1.0)",
 )
-PROVIDERS = DistillAdapter.PROVIDERS
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = DistillAdapter.OUTPUT_NAMES
-GRAD_INPUTS = DistillAdapter.GRAD_INPUTS
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE: torch.dtype = DistillAdapter.REFERENCE_DTYPE
-
-make_inputs = _ADAPTER.make_inputs
-reference = _ADAPTER.reference
-build = _ADAPTER.build
-bytes_moved = _ADAPTER.bytes_moved
-flops = _ADAPTER.flops
-matmul_shapes = _ADAPTER.matmul_shapes

@@ -6,12 +6,10 @@ unignored tokens): the same loss. The shared arithmetic and its reasons are in `
 
 from __future__ import annotations
 
-import torch
-
 from kernels.distillation import DistillAdapter
 
 KERNEL = "distill_jsd_loss"
-_ADAPTER = DistillAdapter(
+ADAPTER = DistillAdapter(
     KERNEL,
     kind="jsd",
     liger=("jsd_loss", "LigerFusedLinearJSDLoss"),
@@ -20,16 +18,3 @@ _ADAPTER = DistillAdapter(
     baseline_masked=True,
     baseline_what="TorchJSDLoss (HFJSDLoss, beta 0.5)",
 )
-PROVIDERS = DistillAdapter.PROVIDERS
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = DistillAdapter.OUTPUT_NAMES
-GRAD_INPUTS = DistillAdapter.GRAD_INPUTS
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE: torch.dtype = DistillAdapter.REFERENCE_DTYPE
-
-make_inputs = _ADAPTER.make_inputs
-reference = _ADAPTER.reference
-build = _ADAPTER.build
-bytes_moved = _ADAPTER.bytes_moved
-flops = _ADAPTER.flops
-matmul_shapes = _ADAPTER.matmul_shapes

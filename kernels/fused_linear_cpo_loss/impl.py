@@ -6,28 +6,13 @@
 
 from __future__ import annotations
 
-import torch
-
 from kernels.preference_losses.family import PreferenceAdapter
 
 KERNEL = "fused_linear_cpo_loss"
-_ADAPTER = PreferenceAdapter(
+ADAPTER = PreferenceAdapter(
     KERNEL,
     kind="cpo",
     baseline="cpo",
     baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid)",
     liger=("cpo_loss", "LigerFusedLinearCPOLoss"),
 )
-PROVIDERS = PreferenceAdapter.PROVIDERS
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = PreferenceAdapter.OUTPUT_NAMES
-GRAD_INPUTS = PreferenceAdapter.GRAD_INPUTS
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE: torch.dtype = PreferenceAdapter.REFERENCE_DTYPE
-
-make_inputs = _ADAPTER.make_inputs
-reference = _ADAPTER.reference
-build = _ADAPTER.build
-bytes_moved = _ADAPTER.bytes_moved
-flops = _ADAPTER.flops
-matmul_shapes = _ADAPTER.matmul_shapes

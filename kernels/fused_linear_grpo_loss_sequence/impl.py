@@ -7,22 +7,7 @@ in ``kernels.grpo``.
 
 from __future__ import annotations
 
-import torch
-
 from kernels.grpo import GRPOAdapter
 
 KERNEL = "fused_linear_grpo_loss_sequence"
-_ADAPTER = GRPOAdapter(KERNEL, level="sequence")
-PROVIDERS = GRPOAdapter.PROVIDERS
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = GRPOAdapter.OUTPUT_NAMES
-GRAD_INPUTS = GRPOAdapter.GRAD_INPUTS
-DETERMINISTIC_INPUTS = GRPOAdapter.DETERMINISTIC_INPUTS
-REFERENCE_DTYPE: torch.dtype = GRPOAdapter.REFERENCE_DTYPE
-
-make_inputs = _ADAPTER.make_inputs
-reference = _ADAPTER.reference
-build = _ADAPTER.build
-bytes_moved = _ADAPTER.bytes_moved
-flops = _ADAPTER.flops
-matmul_shapes = _ADAPTER.matmul_shapes
+ADAPTER = GRPOAdapter(KERNEL, level="sequence")

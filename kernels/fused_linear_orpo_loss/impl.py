@@ -6,12 +6,10 @@
 
 from __future__ import annotations
 
-import torch
-
 from kernels.preference_losses.family import PreferenceAdapter
 
 KERNEL = "fused_linear_orpo_loss"
-_ADAPTER = PreferenceAdapter(
+ADAPTER = PreferenceAdapter(
     KERNEL,
     kind="orpo",
     baseline="orpo",
@@ -19,16 +17,3 @@ _ADAPTER = PreferenceAdapter(
     liger=("orpo_loss", "LigerFusedLinearORPOLoss"),
     nll_target=True,
 )
-PROVIDERS = PreferenceAdapter.PROVIDERS
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = PreferenceAdapter.OUTPUT_NAMES
-GRAD_INPUTS = PreferenceAdapter.GRAD_INPUTS
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE: torch.dtype = PreferenceAdapter.REFERENCE_DTYPE
-
-make_inputs = _ADAPTER.make_inputs
-reference = _ADAPTER.reference
-build = _ADAPTER.build
-bytes_moved = _ADAPTER.bytes_moved
-flops = _ADAPTER.flops
-matmul_shapes = _ADAPTER.matmul_shapes

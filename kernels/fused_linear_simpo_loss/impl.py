@@ -8,28 +8,13 @@ shared arithmetic and its reasons are in ``kernels.preference_losses.family``.
 
 from __future__ import annotations
 
-import torch
-
 from kernels.preference_losses.family import PreferenceAdapter
 
 KERNEL = "fused_linear_simpo_loss"
-_ADAPTER = PreferenceAdapter(
+ADAPTER = PreferenceAdapter(
     KERNEL,
     kind="simpo",
     baseline="cpo",
     baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid), the huggingface baseline benchmark_simpo_loss.py runs",
     liger=("simpo_loss", "LigerFusedLinearSimPOLoss"),
 )
-PROVIDERS = PreferenceAdapter.PROVIDERS
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = PreferenceAdapter.OUTPUT_NAMES
-GRAD_INPUTS = PreferenceAdapter.GRAD_INPUTS
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE: torch.dtype = PreferenceAdapter.REFERENCE_DTYPE
-
-make_inputs = _ADAPTER.make_inputs
-reference = _ADAPTER.reference
-build = _ADAPTER.build
-bytes_moved = _ADAPTER.bytes_moved
-flops = _ADAPTER.flops
-matmul_shapes = _ADAPTER.matmul_shapes

@@ -34,7 +34,7 @@ IGNORE_INDEX = -100
 
 
 class PreferenceAdapter:
-    """``kernels._adapter.RerunAdapter``'s functions for one preference loss; an ``impl`` module binds them.
+    """``kernels._adapter.RerunAdapter``'s functions for one preference loss; an ``impl`` module's ``ADAPTER``.
 
     ``kind``: the loss the reference computes ("orpo", "cpo", "simpo"); ``baseline``: the loss upstream's
     huggingface provider computes, with ``baseline_what`` naming it in the label; ``liger``: (module, class)
@@ -42,8 +42,10 @@ class PreferenceAdapter:
     """
 
     PROVIDERS = ("liger", "huggingface")
+    IMPLIED: dict[str, str] = {}
     OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("x", "weight")
+    DETERMINISTIC_INPUTS: tuple[str, ...] = ()
     REFERENCE_DTYPE = torch.float32
 
     def __init__(
@@ -55,7 +57,7 @@ class PreferenceAdapter:
         liger: tuple[str, str],
         nll_target: bool = False,
     ):
-        self.kernel = kernel
+        self.KERNEL = kernel
         self.kind = kind
         self.baseline = baseline
         self.baseline_what = baseline_what
@@ -64,11 +66,11 @@ class PreferenceAdapter:
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(sequences, seq, hidden, vocab): the spec's rows split into sequences of ``seq`` tokens."""
-        s = required_input_shapes(self.kernel, params)
+        s = required_input_shapes(self.KERNEL, params)
         rows, hidden = s["x"]
         seq = int(params["seq"])
         if rows % seq or (rows // seq) % 2:
-            raise ValueError(f"{self.kernel}: {rows} rows are not an even number of sequences of {seq} tokens")
+            raise ValueError(f"{self.KERNEL}: {rows} rows are not an even number of sequences of {seq} tokens")
         return rows // seq, seq, hidden, s["weight"][0]
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
@@ -117,7 +119,7 @@ class PreferenceAdapter:
 
             return Built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}",
                          self.OUTPUT_NAMES)
-        raise Unavailable(f"unknown provider {provider!r} for {self.kernel}")
+        raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
 
     def _heads(self, params) -> list[tuple[int, int, int, bool]]:
         sequences, seq, hidden, vocab = self.dims(params)
