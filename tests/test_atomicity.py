@@ -31,7 +31,7 @@ from conftest import (
 
 from kernelindex_pipeline.warehouse import PARQUET_TABLES
 
-KILLS = 20
+KILLS = 12
 
 
 @pytest.fixture(scope="module")
