@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog, verdicts
-from kernelindex_pipeline.gpu.protocol import MODES
+from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
 
 # Rerun protocols, as claim_checks names them, and the protocol family of their evidence.
 PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
@@ -99,6 +99,9 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
 ])
 
 
+REPLICA = "source-replica"
+REPLICA_BUDGET_NOTE = (f"; the source's do_bench budget of {REPLICA_REPETITION_MS} ms allows no more repetitions "
+                       "of a pass this long")
 LATENCY_ONLY = ("the source-replica protocol times latency only; peak memory is re-checked under "
                 "kernelindex-device-time")
 
@@ -107,7 +110,7 @@ def _why_not(row: dict) -> tuple[str, bool] | None:
     """Why a claim has no rerun pair to check, and whether a rerun could settle it (``awaiting_rerun``);
     None when it has a pair. A provider recorded on the rerun as unavailable, too large or failing
     correctness is a settled answer; a missing rerun is not."""
-    if row["metric"] != "latency" and row["protocol"] == "source-replica":
+    if row["metric"] != "latency" and row["protocol"] == REPLICA:
         return LATENCY_ONLY, False
     if row["operation_mode"] not in MODES:
         return f"the rerun harness measures the {', '.join(MODES)} passes, not {row['operation_mode']}", False
@@ -173,9 +176,11 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
              for r in latency])):
         row.update(rerun_ratio=checked["rerun_ratio"], ci_low=checked["ci_low"], ci_high=checked["ci_high"],
                    n_a=len(row["a_samples"]), n_b=len(row["b_samples"]), verdict=checked["verdict"],
-                   reason=checked["reason"],
-                   # Too few repetitions: a rerun under today's protocol (at least 10 a side) settles it.
-                   awaiting_rerun=checked["verdict"] == verdicts.NOT_RECHECKED)
+                   reason=checked["reason"] + (REPLICA_BUDGET_NOTE if row["protocol"] == REPLICA
+                                               and checked["verdict"] == verdicts.NOT_RECHECKED else ""),
+                   # Too few repetitions: a device-time rerun today takes at least MIN_REPETITIONS a side and
+                   # settles it; the replica's do_bench budget gives a long pass no more on any rerun.
+                   awaiting_rerun=checked["verdict"] == verdicts.NOT_RECHECKED and row["protocol"] != REPLICA)
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]

@@ -61,6 +61,20 @@ def test_a_pass_the_harness_does_not_time_is_a_reason_not_a_wait(shipped_warehou
     assert targeted == 0
 
 
+def test_a_replica_too_short_to_decide_is_settled_by_the_sources_budget(shipped_warehouse):
+    """Under the source replica a pass longer than a fifth of do_bench's 100 ms budget gets under 5
+    repetitions on any rerun: that is the answer, not a wait. Under device time a rerun takes at least
+    MIN_REPETITIONS a side, so the same shortfall there still awaits one."""
+    with shipped_warehouse.reader() as con:
+        rows = con.execute("SELECT protocol, reason, awaiting_rerun FROM claim_checks "
+                           "WHERE reason LIKE 'too few repetitions%'").fetchall()
+    replica = [r for r in rows if r[0] == "source-replica"]
+    assert replica
+    assert all("do_bench budget of 100 ms" in reason and not awaiting for _, reason, awaiting in replica)
+    assert all(awaiting and "budget" not in reason for protocol, reason, awaiting in rows
+               if protocol == "kernelindex-device-time")
+
+
 def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
     """One H200 workload measured in many batches is one comparison group per pass and metric."""
     rows = query(shipped_warehouse.home,
