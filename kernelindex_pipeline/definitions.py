@@ -1,27 +1,25 @@
-"""The KernelIndex Dagster code location."""
+"""The KernelIndex Dagster code location: everything in the defs folder (``kernelindex_pipeline/defs``,
+declared under ``[tool.dg]`` in pyproject.toml), bound to its resources."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
-from kernelindex_pipeline.defs import checks, publish, reruns, schedules, upstream
 from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
 
-ASSETS = [upstream.upstream_snapshots, publish.warehouse_tables, reruns.gpu_reruns]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_definitions(locations: list[str] | None = None, home: str = "", evidence_dir: str = "") -> dg.Definitions:
     """Definitions bound to given sources and warehouse (defaults: $KERNELINDEX_SOURCES, $KERNELINDEX_HOME)."""
-    return dg.Definitions(
-        assets=ASSETS,
-        asset_checks=checks.CHECKS,
-        jobs=[schedules.ingest_job, reruns.rerun_job],
-        schedules=[schedules.nightly_ingest],
-        sensors=[schedules.new_upstream_revisions],
-        resources={
+    return dg.Definitions.merge(
+        dg.load_from_defs_folder(path_within_project=PROJECT_ROOT),
+        dg.Definitions(resources={
             "upstream": UpstreamResource(locations=locations or []),
             "warehouse": WarehouseResource(home=home, evidence_dir=evidence_dir),
-        },
+        }),
     )
 
 

@@ -73,3 +73,30 @@ def test_modules_stay_small_or_say_why():
         if lines > MAX_LINES and "long because" not in doc.lower():
             long.append(f"{name}: {lines} lines")
     assert not long, long
+
+
+def test_the_code_location_is_the_defs_folder():
+    """Every definition comes from ``kernelindex_pipeline/defs`` through ``dg.load_from_defs_folder`` (what
+    ``dg check defs`` loads); each job selects whole asset groups."""
+    import dagster as dg
+
+    from kernelindex_pipeline.definitions import PROJECT_ROOT, defs
+
+    loaded = dg.load_from_defs_folder(path_within_project=PROJECT_ROOT)
+    repo = defs.get_repository_def()
+    assert {key for a in loaded.assets for key in a.keys} == repo.asset_graph.get_all_asset_keys()
+    assert not loaded.resources  # bound by build_definitions, to the CLI's sources and warehouse
+    assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
+        "upstream_snapshots", "run_observations", "controlled_evidence", "runs", "run_manifests",
+        "comparison_ranks", "gpu_reruns"}
+    assert {s.name for s in repo.schedule_defs} == {"nightly_ingest"}
+    assert {s.name for s in repo.sensor_defs} == {"new_upstream_revisions"}
+    assert len(list(repo.asset_graph.asset_check_keys)) == 6
+    assert set(repo.get_top_level_resources()) == {"upstream", "warehouse"}
+    groups = {}
+    for key in repo.asset_graph.get_all_asset_keys():
+        groups.setdefault(repo.asset_graph.get(key).group_name, set()).add(key)
+    for job, wanted in (("ingest_upstream", ("ingestion", "warehouse")), ("gpu_reruns_job", ("gpu", "warehouse"))):
+        selected = repo.get_job(job).asset_layer.executable_asset_keys
+        assert set(selected) >= set().union(*(groups[g] for g in wanted)), job
+    assert "gpu_reruns" not in {k.to_user_string() for k in repo.get_job("ingest_upstream").asset_layer.executable_asset_keys}

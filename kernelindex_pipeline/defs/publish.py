@@ -22,34 +22,38 @@ SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_imp
     margin, confidence FROM rank_confidence ORDER BY group_size DESC, margin DESC
 """
 
-SPECS = [
-    dg.AssetSpec(
-        RUN_OBSERVATIONS, deps=["upstream_snapshots"], group_name="ingestion", kinds={"duckdb"},
-        description="Every upstream row of each landed revision, normalized: an accepted observation of one run "
-        "(canonical ids, units in ns/bytes, source metrics kept verbatim) or a quarantine row with its reason; "
-        "a file that is not a CSV at all is an unparseable revision."),
-    dg.AssetSpec(
-        CONTROLLED_EVIDENCE, deps=["gpu_reruns"], group_name="evidence", kinds={"duckdb", "json"},
-        description="KernelIndex-controlled reruns from the committed evidence files (data/evidence/*.jsonl.gz), "
-        "each with its full protocol and environment; refused records go to quarantine."),
-    dg.AssetSpec(
-        RUNS, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE], group_name="warehouse", kinds={"duckdb", "parquet"},
-        description="One row per run ever seen (history is never deleted): identity, canonical values, first "
-        "and last upstream revision listing it, `withdrawn_upstream` once a later snapshot drops it; and "
-        "`quarantine`, every refused row."),
-    dg.AssetSpec(
-        RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
-        description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment; "
-        "apiVersion kernelindex.dev/v1alpha1), with the sha256 digest of its BenchmarkRun."),
-    dg.AssetSpec(
-        COMPARISON_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "parquet"},
-        description="Current rank of each ranked run in its comparison group (same kernel, pass, metric, "
-        "workload, environment and protocol family; newest listed run per implementation; 1 = lowest median), "
-        "and `reproductions`, pairing controlled reruns with the source-native runs they re-check."),
-]
+
+def _specs() -> list[dg.AssetSpec]:
+    """The tables ``warehouse_tables`` publishes (built here, not bound at module level, where the defs
+    folder's loader would take each spec for an asset of its own)."""
+    return [
+        dg.AssetSpec(
+            RUN_OBSERVATIONS, deps=["upstream_snapshots"], group_name="ingestion", kinds={"duckdb"},
+            description="Every upstream row of each landed revision, normalized: an accepted observation of one run "
+            "(canonical ids, units in ns/bytes, source metrics kept verbatim) or a quarantine row with its reason; "
+            "a file that is not a CSV at all is an unparseable revision."),
+        dg.AssetSpec(
+            CONTROLLED_EVIDENCE, deps=["gpu_reruns"], group_name="warehouse", kinds={"duckdb", "json"},
+            description="KernelIndex-controlled reruns from the committed evidence files (data/evidence/*.jsonl.gz), "
+            "each with its full protocol and environment; refused records go to quarantine."),
+        dg.AssetSpec(
+            RUNS, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE], group_name="warehouse", kinds={"duckdb", "parquet"},
+            description="One row per run ever seen (history is never deleted): identity, canonical values, first "
+            "and last upstream revision listing it, `withdrawn_upstream` once a later snapshot drops it; and "
+            "`quarantine`, every refused row."),
+        dg.AssetSpec(
+            RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
+            description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment; "
+            "apiVersion kernelindex.dev/v1alpha1), with the sha256 digest of its BenchmarkRun."),
+        dg.AssetSpec(
+            COMPARISON_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "parquet"},
+            description="Current rank of each ranked run in its comparison group (same kernel, pass, metric, "
+            "workload, environment and protocol family; newest listed run per implementation; 1 = lowest median), "
+            "and `reproductions`, pairing controlled reruns with the source-native runs they re-check."),
+    ]
 
 
-@dg.multi_asset(specs=SPECS, can_subset=False, pool="warehouse", name="warehouse_tables")
+@dg.multi_asset(specs=_specs(), can_subset=False, pool="warehouse", name="warehouse_tables")
 def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Publishes every landed revision and the committed evidence as the warehouse's next generation:
     all of these tables (and their Parquet copies) change together, or, on any failure, none does."""

@@ -10,7 +10,6 @@ from pydantic import Field
 
 import kernels
 
-from kernelindex_pipeline.defs.publish import warehouse_tables
 from kernelindex_pipeline.defs.resources import WarehouseResource
 
 RERUN_JOB = "gpu_reruns_job"
@@ -45,7 +44,7 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-@dg.asset(group_name="evidence", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
+@dg.asset(group_name="gpu", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
           partitions_def=KERNEL_PARTITIONS)
 def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Re-measures one covered kernel family (its partition) on this machine's GPU, for the workloads and
@@ -76,7 +75,7 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
 
 rerun_job = dg.define_asset_job(
     RERUN_JOB,
-    selection=dg.AssetSelection.assets(gpu_reruns, warehouse_tables),
+    selection=dg.AssetSelection.groups("gpu", "warehouse").required_multi_asset_neighbors(),
     description="GPU reruns, then the warehouse assets that publish them. Needs a CUDA device.",
     tags={"kernelindex/accelerator": "nvidia-gpu"},
 )

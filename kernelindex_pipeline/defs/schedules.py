@@ -3,9 +3,7 @@
 
 import dagster as dg
 
-from kernelindex_pipeline.defs.publish import warehouse_tables
 from kernelindex_pipeline.defs.resources import UpstreamResource
-from kernelindex_pipeline.defs.upstream import upstream_snapshots
 from kernelindex_pipeline.partitions import upstream_revisions
 from kernelindex_pipeline.sources import SourceError
 
@@ -15,7 +13,7 @@ RANGE_END = "dagster/asset_partition_range_end"
 
 ingest_job = dg.define_asset_job(
     INGEST_JOB,
-    selection=dg.AssetSelection.assets(upstream_snapshots, warehouse_tables),
+    selection=dg.AssetSelection.groups("ingestion", "warehouse"),
     description="Every non-GPU asset: land new upstream snapshots, then publish the warehouse's next generation "
     "(observations, runs, manifests, ranks) in one step.",
 )
