@@ -150,3 +150,15 @@ def test_the_readme_verdict_summary_query_runs(shipped_warehouse):
         rows = con.execute(sql).fetchall()
         (families,) = con.execute("SELECT count(DISTINCT kernel) FROM claim_checks").fetchone()
     assert len(rows) == families and all(r[1] > 0 for r in rows)
+
+
+def test_the_readme_coverage_query_counts_groups_without_a_waiting_claim(shipped_warehouse):
+    sql = (REPO / "docs" / "claim-coverage.sql").read_text()
+    with shipped_warehouse.reader() as con:
+        rows = con.execute(sql).fetchall()
+        waiting = dict(con.execute("SELECT protocol, count(DISTINCT comparison_key) FROM claim_checks "
+                                   "WHERE awaiting_rerun GROUP BY ALL").fetchall())
+    assert [r[0] for r in rows] == ["kernelindex-device-time", "source-replica"]
+    for protocol, groups, answered, percent in rows:
+        assert answered == groups - waiting.get(protocol, 0) and 0 < answered <= groups
+        assert percent == round(100 * answered / groups, 1)
