@@ -20,6 +20,7 @@ from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
 
 # Rerun protocols, as claim_checks names them, and the protocol family of their evidence.
 PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
+DEVICE_TIME, REPLICA = PROTOCOLS
 
 # One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not.
 CANDIDATES_SQL = """
@@ -99,7 +100,6 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
 ])
 
 
-REPLICA = "source-replica"
 REPLICA_BUDGET_NOTE = (f"; the source's do_bench budget of {REPLICA_REPETITION_MS} ms allows no more repetitions "
                        "of a pass this long")
 LATENCY_ONLY = ("the source-replica protocol times latency only; peak memory is re-checked under "
@@ -184,11 +184,10 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
-    device, replica = PROTOCOLS
     for row in out:
         both = by_claim[(row["comparison_key"], row["a_run_id"], row["b_run_id"])]
-        row["host_bound"] = verdicts.host_bound(both.get(device, verdicts.NOT_RECHECKED),
-                                                both.get(replica, verdicts.NOT_RECHECKED))
+        row["host_bound"] = verdicts.host_bound(both.get(DEVICE_TIME, verdicts.NOT_RECHECKED),
+                                                both.get(REPLICA, verdicts.NOT_RECHECKED))
     return pa.Table.from_pylist([{f.name: row.get(f.name) for f in CLAIM_CHECKS_SCHEMA} for row in out],
                                 schema=CLAIM_CHECKS_SCHEMA)
 

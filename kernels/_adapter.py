@@ -1,10 +1,10 @@
 """The rerun adapter contract: what a covered kernel's ``kernels/<kernel>/impl.py`` gives the GPU harness.
 
 A kernel family is *covered* (re-measured on a GPU by ``kernelindex_pipeline.gpu``) when its package has
-an ``impl`` module that satisfies ``RerunAdapter``, or whose ``ADAPTER`` object does (kernels that share one
-family's arithmetic, such as the preference losses, each bind a configured instance of the family's class). The harness loads it with ``load_adapter``, which
-names everything the module lacks; nothing in the harness falls back to a default. Importing this module
-needs no torch.
+an ``impl`` module that satisfies ``RerunAdapter``, or whose ``ADAPTER`` object does (kernels that share
+one family's arithmetic, such as the preference losses, each bind a configured instance of the family's
+class). The harness loads it with ``load_adapter``, which names everything the module lacks; nothing in
+the harness falls back to a default. Importing this module needs no torch.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
@@ -124,12 +123,12 @@ def _parameter_names(fn) -> list[str]:
     return [p.name for p in inspect.signature(fn).parameters.values() if p.name != "self"]
 
 
-def adapter_problems(module: ModuleType | object) -> list[str]:
-    """What keeps ``module`` from satisfying ``RerunAdapter``: missing members, functions that are not
-    callable or take other parameters; empty when it satisfies the contract."""
-    problems = [f"missing {name}" for name in ADAPTER_CONSTANTS + ADAPTER_FUNCTIONS if not hasattr(module, name)]
+def adapter_problems(adapter: object) -> list[str]:
+    """What keeps ``adapter`` (an ``impl`` module or its ``ADAPTER``) from satisfying ``RerunAdapter``: missing
+    members, functions that are not callable or take other parameters; empty when it satisfies the contract."""
+    problems = [f"missing {name}" for name in ADAPTER_CONSTANTS + ADAPTER_FUNCTIONS if not hasattr(adapter, name)]
     for name in ADAPTER_FUNCTIONS:
-        fn = getattr(module, name, None)
+        fn = getattr(adapter, name, None)
         if fn is None:
             continue
         if not callable(fn):
