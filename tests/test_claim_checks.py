@@ -76,11 +76,12 @@ def test_a_replica_too_short_to_decide_is_settled_by_the_sources_budget(shipped_
 
 
 def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
-    """One H200 workload measured in many batches is one comparison group per pass and metric."""
+    """One H200 workload measured in many batches is one comparison group per protocol, pass and metric."""
     rows = query(shipped_warehouse.home,
                  "SELECT count(DISTINCT evidence_file), count(DISTINCT comparison_key), count(DISTINCT environment_digest) "
                  "FROM controlled_runs WHERE kernel = 'rms_norm' AND workload_slug LIKE 'eps1e_06-hidden16384-rows2048%' "
-                 "AND operation_mode = 'forward' AND metric = 'latency'")
+                 "AND operation_mode = 'forward' AND metric = 'latency' "
+                 "AND record->>'$.protocol.spec.comparability.family' = 'kernelindex_rerun'")
     batches, groups, environments = rows[0]
     assert batches > 1 and groups == 1 and environments == 1
 
