@@ -1,7 +1,7 @@
 """`kernelindex export`: canonical manifests as JSON files, or static HTML record and group pages.
 
-Long because the page templates live beside the one query they render; the record site's own layout
-(kernel pages, index, incremental writes) is the next piece of work here.
+Long because the page templates live beside the one query they render; the site around them (permalinks,
+citation, report link, kernel pages) is `kernelindex_pipeline.site`.
 
 JSON layout (DIR):
     index.json              one entry per run: ids, title, group, digest, file
@@ -10,7 +10,8 @@ JSON layout (DIR):
 HTML layout (DIR): the JSON layout, plus
     index.html              every comparison group, by kernel
     runs/<run_id>.html      one record page per run (the sections of the published seed records)
-    groups/<key>.html       one page per comparison group, with an SVG chart (median, p20-p80 bars)
+    groups/<key>.html       one page per comparison group with ranked runs, an SVG chart (median, p20-p80 bars)
+    kernels/<kernel>.html   one page per kernel: its groups by GPU and timed pass
     style.css
 """
 
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import kernels
+from kernelindex_pipeline.site import Site, cite_section, correctness_section, kernel_page, kernel_slug
 from kernelindex_pipeline.warehouse import Warehouse
 
 SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
@@ -36,12 +38,13 @@ SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider,
     r.observed_at, r.evidence_level, r.source, r.status, r.withdrawn_upstream, r.liger_version, r.comparison_key,
     r.source_unit, r.source_p20, r.source_p50, r.source_p80,
     m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
-    k.rank, k.group_size
+    k.rank, k.group_size, {published_at} AS published_at
 FROM runs r
 JOIN manifests m USING (run_id)
 LEFT JOIN (SELECT * FROM workloads QUALIFY row_number() OVER (PARTITION BY workload_digest) = 1) w USING (workload_digest)
 LEFT JOIN implementations i USING (implementation_digest)
 LEFT JOIN ranks k USING (run_id)
+{publications}
 ORDER BY r.run_id
 """
 
@@ -140,7 +143,8 @@ def claim_checks_section(checks: list[dict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
-def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = ()) -> str:
+def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = (),
+                site: Site = Site()) -> str:
     manifest = json.loads(run["manifest"])
     spec = manifest["run"]["spec"]
     protocol = manifest["protocol"]["spec"]
@@ -193,9 +197,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     sections.append("<section id=\"identity\"><h2>Identity</h2>" + _dl(identity) + "</section>")
 
     correctness = spec.get("correctness")
-    if correctness:
-        text = _e(json.dumps(correctness, ensure_ascii=False, sort_keys=True))
-        sections.append(f"<section id=\"correctness\"><h2>Correctness</h2><p><code>{text}</code></p></section>")
+    if isinstance(correctness, dict):
+        sections.append(correctness_section(correctness))
     else:
         sections.append("<section id=\"correctness\"><h2>Correctness</h2><p>Marked "
                         f"{_e(run['status'])} by the source; the correctness policy was not published.</p></section>")
@@ -234,22 +237,22 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     sections.append(claim_checks_section(list(checks)))
     sections.append("<section id=\"replications\"><h2>Replications and notes</h2><p>No attestations yet.</p>"
                     "<p class=\"muted\">Community attestations. They never change the evidence level; only a "
-                    "KernelIndex-controlled rerun does.</p></section>")
+                    "KernelIndex-controlled rerun does.</p>"
+                    f"<p><a id=\"attest\" href=\"{_e(site.attest_link(run))}\">Add a reproduction or note</a></p></section>")
     ordered = {k: manifest[k] for k in ("run", "protocol", "environment") if k in manifest}
     pretty = json.dumps(ordered, indent=2, ensure_ascii=False)
     sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
                     f"<pre>{_e(pretty)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
                     "(canonical JSON; the run digest is the sha256 of its <code>run</code> object)</p></section>")
-    citation = (f"KernelIndex. \u201c{run['title']}\u201d, run {run['run_id']} ({source_title}, observed {observed}). "
-                f"{run['run_digest']}. runs/{run['run_id']}.html. Accessed [date].")
-    sections.append("<section id=\"cite\"><h2>How to cite</h2><p>Cite this record (permalink, digest, access date)</p>"
-                    f"<pre class=\"cite\">{_e(citation)}</pre><dl><dt>digest</dt><dd><code>{_e(run['run_digest'])}"
-                    "</code></dd></dl></section>")
-    group_link = (f"<a href=\"../groups/{group}.html\">All results in this comparison group →</a>"
+    sections.append(cite_section(site, run, source_title, observed))
+    published = f"{run['published_at']:%Y-%m-%d}" if run.get("published_at") else "not yet"
+    group_link = (f"<a href=\"../groups/{group}.html\">All results in this comparison group →</a> · "
                   if group in groups_with_pages else "")
-    sections.append(f"<footer>Published {observed} · {_e(source_title)} · "
-                    f"{_e(SOURCE_LICENSES.get(run['source'], 'licence not stated'))} · {group_link} · "
-                    f"<a href=\"{_e(run['run_id'])}.json\">JSON</a></footer>")
+    kernel_title = run["title"].split(" · ")[0]
+    sections.append(f"<footer>Published {published} · {_e(source_title)} · "
+                    f"{_e(SOURCE_LICENSES.get(run['source'], 'licence not stated'))} · {group_link}"
+                    f"<a id=\"kernel-link\" href=\"../kernels/{_e(kernel_slug(run['kernel']))}.html\">All results for "
+                    f"{_e(kernel_title)} →</a> · <a href=\"{_e(run['run_id'])}.json\">JSON</a></footer>")
     return _page(f"Run {run['run_id'][:8]} · KernelIndex", "\n".join(sections), 1)
 
 
@@ -341,7 +344,8 @@ def index_page(groups: list[tuple[str, dict, int]]) -> str:
             f"<td>{quantity(l['median_value'], l['unit'])}</td><td>{size}</td></tr>"
             for slug, l, size in sorted(by_kernel[kernel], key=lambda g: (g[1]["operation_mode"], g[1]["metric"],
                                                                           g[1]["workload_slug"], g[1]["gpu"])))
-        parts.append(f"<section><h2 id=\"{_e(kernel)}\">{_e(kernel)}</h2><table><thead><tr><th>group</th>"
+        parts.append(f"<section><h2 id=\"{_e(kernel)}\"><a href=\"kernels/{_e(kernel_slug(kernel))}.html\">"
+                     f"{_e(kernel)}</a></h2><table><thead><tr><th>group</th>"
                      "<th>workload</th><th>gpu</th><th>#1</th><th>median</th><th>runs</th></tr></thead>"
                      f"<tbody>{rows}</tbody></table></section>")
     return _page("KernelIndex · comparison groups", "\n".join(parts), 0)
@@ -358,7 +362,8 @@ h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bot
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
 dt { color: #57606a; } dd { margin: 0; overflow-wrap: anywhere; }
 pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 12px; }
-table { border-collapse: collapse; font-size: 14px; } td, th { padding: 3px 10px 3px 0; text-align: left; }
+.cite { background: #f6f8fa; padding: 10px; font-size: 13px; overflow-wrap: anywhere; }
+table { border-collapse: collapse; font-size: 14px; display: block; overflow-x: auto; max-width: 100%; } td, th { padding: 3px 10px 3px 0; text-align: left; }
 footer { margin-top: 2rem; color: #57606a; font-size: 14px; }
 """
 
@@ -378,10 +383,17 @@ def _default_progress(done: int, total: int, what: str) -> None:
         print(f"\r{what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress) -> str:
+def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
+           site: Site | None = None) -> str:
+    """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
+    report link."""
     directory = Path(directory)
     with Warehouse().reader() as con:
-        cursor = con.execute(EXPORT_SQL)
+        # A home last written before publications were stamped has no such table until its next ingest.
+        [(stamped,)] = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'publications'").fetchall()
+        cursor = con.execute(EXPORT_SQL.format(
+            published_at="p.published_at" if stamped else "NULL",
+            publications="LEFT JOIN publications p USING (run_id)" if stamped else ""))
         names = [d[0] for d in cursor.description]
         runs = [dict(zip(names, row)) for row in cursor.fetchall()]
         checks_by_run: dict[str, list[dict]] = defaultdict(list)
@@ -416,26 +428,41 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         ranked = sorted((r for r in members if r["rank"] is not None),
                         key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
         leaders[key] = ranked[0] if ranked else None
-        slugs.add(group_slug(key))
+        if ranked:  # a group without a ranked run has no page: its runs' pages say why they are not ranked
+            slugs.add(group_slug(key))
+    site = Site.from_env() if site is None else site
     total = len(runs) + len(groups)
     done = 0
     for key, members in groups.items():
         ranked = [r for r in members if r["rank"] is not None]
         ranked.sort(key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
-        others = sorted((r for r in members if r["rank"] is None), key=lambda r: r["observed_at"], reverse=True)
-        workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
-                                    members[0]["workload_slug"])
-        _write(directory / "groups" / f"{group_slug(key)}.html", group_page(key, ranked, others, workload))
         if ranked:
+            others = sorted((r for r in members if r["rank"] is None), key=lambda r: r["observed_at"], reverse=True)
+            workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
+                                        members[0]["workload_slug"])
+            _write(directory / "groups" / f"{group_slug(key)}.html", group_page(key, ranked, others, workload))
             summaries.append((group_slug(key), ranked[0], len(ranked)))
         for run in members:
             _write(directory / "runs" / f"{run['run_id']}.html",
-                   record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], [])))
+                   record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], []), site))
             done += 1
             if done % step == 0:
                 progress(done, total, "pages")
         done += 1
     progress(total, total, "pages")
+    by_kernel: dict[str, list] = defaultdict(list)
+    for slug, leader, size in summaries:
+        by_kernel[leader["kernel"]].append((slug, dict(leader, median_display=quantity(leader["median_value"],
+                                                                                        leader["unit"])), size))
+    for kernel, kernel_groups in by_kernel.items():
+        title = kernel_groups[0][1]["title"].split(" · ")[0]
+        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html", kernel_page(kernel, title, kernel_groups, _page))
+    # A kernel whose runs are all unranked still gets a page, so that every record's "All results for" resolves.
+    unranked_kernels = {r["kernel"] for r in runs} - by_kernel.keys()
+    for kernel in unranked_kernels:
+        title = next(r["title"] for r in runs if r["kernel"] == kernel).split(" · ")[0]
+        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html", kernel_page(kernel, title, [], _page))
     _write(directory / "index.html", index_page(summaries))
     _write(directory / "style.css", STYLE.lstrip())
-    return f"exported {len(runs)} record pages, {len(groups)} group pages and manifests to {directory}"
+    return (f"exported {len(runs)} record pages, {len(summaries)} group pages, {len(by_kernel) + len(unranked_kernels)} kernel pages "
+            f"and manifests to {directory}")

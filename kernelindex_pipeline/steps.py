@@ -290,7 +290,18 @@ def rebuild_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
     changed = replace_if_changed(con, "manifests", "SELECT * FROM m_new ORDER BY run_id")
     con.unregister("m_new")
     [(count,)] = con.execute("SELECT count(*) FROM manifests").fetchall()
-    return StepResult(count, changed)
+    return StepResult(count, changed, {"first_published": record_first_publications(con)})
+
+
+def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
+    """Stamp each run published for the first time with this publication's time; a run's stamp, once
+    written, never changes (a record page's "Published" date), even if the run is withdrawn and listed again."""
+    [(added,)] = con.execute("""
+        INSERT INTO publications
+        SELECT run_id, date_trunc('second', get_current_timestamp()) FROM manifests
+        WHERE run_id NOT IN (SELECT run_id FROM publications)
+    """).fetchall()
+    return added
 
 
 def rebuild_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:

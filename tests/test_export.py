@@ -103,6 +103,11 @@ def test_seed_record_pages_show_the_seed_figures(analyst_home, html_export, exte
     assert run["run_digest"] in text and "Cite this record (permalink, digest, access date)" in text
     assert "Marked passed by the source; the correctness policy was not published." in text
     assert "No artifacts published with this run." in text and "No attestations yet." in text
+    # the seed page's closing lines, in the seed's order
+    closing = ["Add a reproduction or note", "Canonical manifest", "Cite this record", "Report an issue with this run",
+               "Published ", "All results for "]
+    positions = [text.index(line) for line in closing]
+    assert positions == sorted(positions), dict(zip(closing, positions))
     manifest = json.loads(html.unescape(re.search(r"<pre>(.*?)</pre>", page, re.S).group(1)))
     assert list(manifest) == ["run", "protocol", "environment"]
     assert manifest["run"]["spec"]["sourceNative"]["externalId"] == external_id
@@ -131,12 +136,32 @@ def test_group_page_charts_every_ranked_run(analyst_home, html_export):
     index = (html_export / "index.html").read_text(encoding="utf-8")
     assert f'href="groups/{group_slug(run["comparison_key"])}.html"' in index
     with Warehouse(analyst_home).reader() as con:
-        (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM runs").fetchone()
-    assert len(list((html_export / "groups").glob("*.html"))) == groups
+        (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks WHERE rank IS NOT NULL").fetchone()
+    # One page per group with a ranked run, and none that would say it has none.
+    pages = list((html_export / "groups").glob("*.html"))
+    assert len(pages) == groups
+    assert not any("No ranked runs" in p.read_text(encoding="utf-8") for p in pages)
 
 
 def test_every_local_link_of_the_seed_pages_resolves(analyst_home, html_export):
     for external_id in (LLAMA4, GEGLU):
         path = html_export / "runs" / f"{run_row(analyst_home, external_id)['run_id']}.html"
         for href in re.findall(r'href="([^"]+)"', path.read_text(encoding="utf-8")):
-            assert (path.parent / href).resolve().exists(), href
+            if not href.startswith("https://"):  # the permalink and the tracker's forms are the site's, not the export's
+                assert (path.parent / href).resolve().exists(), href
+
+
+def test_controlled_record_shows_its_correctness_check_as_a_table(analyst_home, html_export):
+    with Warehouse(analyst_home).reader() as con:
+        run_id, correctness = con.execute("""
+            SELECT run_id, m.manifest->>'$.run.spec.correctness' FROM runs JOIN manifests m USING (run_id)
+            WHERE evidence_level = 'kernelindex-controlled' AND status = 'passed'
+              AND (m.manifest->'$.run.spec.correctness.gradients') IS NOT NULL
+            ORDER BY run_id LIMIT 1""").fetchone()
+    page = (html_export / "runs" / f"{run_id}.html").read_text(encoding="utf-8")
+    section = re.search(r'<section id="correctness">.*?</section>', page, re.S).group(0)
+    checks = json.loads(correctness)
+    assert "{&quot;" not in section and "<table>" in section
+    for name, check in checks["gradients"].items():
+        assert f"<code>{name}</code></td><td>{check['rel_error']:.3g}</td><td>{check['tolerance']:.3g}</td><td>within" \
+            in section

@@ -86,13 +86,20 @@ def test_new_revision_after_earlier_ones_keeps_history(tmp_path):
     home = tmp_path / "home"
     assert ingest_into(home, "--source", str(partial)) == 0
     wh = Warehouse(home)
+    stamps_sql = "SELECT run_id, published_at FROM publications"
     with wh.reader() as con:
         earlier = {r: w for r, w in con.execute("SELECT run_id, withdrawn_upstream FROM runs").fetchall()}
+        first_stamps = dict(con.execute(stamps_sql).fetchall())
     (partial / "INDEX.tsv").write_text("\n".join(index) + "\n")
     assert ingest_into(home, "--source", str(partial)) == 0
     with wh.reader() as con:
         later = {r: w for r, w in con.execute("SELECT run_id, withdrawn_upstream FROM runs").fetchall()}
+        stamps = dict(con.execute(stamps_sql).fetchall())
     assert set(earlier) <= set(later)
+    # "Published" is when the registry first published a run: kept as it was, and stamped for each new run.
+    assert set(first_stamps) == set(earlier) and set(stamps) == set(later)
+    assert all(stamps[r] == first_stamps[r] for r in earlier)
+    assert all(stamps[r] >= max(first_stamps.values()) for r in set(later) - set(earlier))
     newly_withdrawn = [r for r in earlier if later[r] and not earlier[r]]
     assert newly_withdrawn, f"the newest snapshot ({newest.split()[0][:8]}) drops runs the previous one listed"
 

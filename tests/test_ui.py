@@ -141,3 +141,39 @@ def test_materializations_carry_schemas_counts_previews_and_revision_tags(analys
         assert run.tags["kernelindex/upstream_revision"] == run.tags["dagster/asset_partition_range_end"]
     finally:
         instance.dispose()
+
+
+def rendered_dom(page: Path) -> str:
+    """The page's DOM after its scripts ran, as headless Chromium serializes it."""
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
+                              check=True, capture_output=True, timeout=90, text=True)
+    return done.stdout
+
+
+@needs_chromium
+def test_seed_page_cites_and_leads_to_its_kernel_in_chromium(analyst_home, html_export):
+    import datetime
+    import re
+    from urllib.parse import parse_qs, urlsplit
+
+    ids = seed(analyst_home)
+    page = html_export / "runs" / f"{ids['run_id']}.html"
+    dom = rendered_dom(page)
+    with Warehouse(analyst_home).reader() as con:
+        (published,) = con.execute("SELECT published_at FROM publications WHERE run_id = ?", [ids["run_id"]]).fetchone()
+    assert f"Published {published:%Y-%m-%d}" in dom
+    # the reader's browser fills the access date in (UTC, as the script writes it)
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    assert f'<span class="accessed">{today}</span>' in dom and "[access date]" not in dom
+    assert f"https://kernelindex.dev/runs/{ids['run_id']}.html" in dom
+    report = re.search(r'<a id="report" href="([^"]+)"', dom).group(1).replace("&amp;", "&")
+    fields = parse_qs(urlsplit(report).query)
+    assert ids["run_id"] in fields["body"][0] and fields["title"][0].startswith(f"Run {ids['run_id'][:8]}")
+    # "All results for" opens the kernel's page, which lists the seed's comparison group
+    href = re.search(r'<a id="kernel-link" href="([^"]+)">All results for Llama 4 rotary position embedding', dom)
+    kernel_page = (page.parent / href.group(1)).resolve()
+    kernel_dom = rendered_dom(kernel_page)
+    assert f'href="../groups/{ids["group"]}.html"' in kernel_dom and "NVIDIA H100" in kernel_dom

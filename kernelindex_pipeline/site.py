@@ -1,0 +1,117 @@
+"""The registry site around the record pages: where it lives (permalinks), where readers report problems,
+the citation block, the Correctness section of a controlled run, and the per-kernel pages.
+
+Configuration, read when an export starts: `$KERNELINDEX_SITE_URL` (the published site's root; permalinks are
+built from it) and `$KERNELINDEX_TRACKER_URL` (an issue form that takes ``title`` and ``body`` query
+parameters, as GitHub's ``.../issues/new`` does).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+DEFAULT_SITE_URL = "https://kernelindex.dev"
+DEFAULT_TRACKER_URL = "https://github.com/kernelindex/registry/issues/new"
+ACCESS_PLACEHOLDER = "[access date]"
+# Fills every access-date placeholder with the reader's date; without scripts the placeholder stays.
+ACCESS_SCRIPT = ("<script>for (const e of document.querySelectorAll('.accessed')) "
+                 "e.textContent = new Date().toISOString().slice(0, 10);</script>")
+
+
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+@dataclass(frozen=True)
+class Site:
+    url: str = DEFAULT_SITE_URL
+    tracker: str = DEFAULT_TRACKER_URL
+
+    @classmethod
+    def from_env(cls) -> Site:
+        return cls(url=os.environ.get("KERNELINDEX_SITE_URL") or DEFAULT_SITE_URL,
+                   tracker=os.environ.get("KERNELINDEX_TRACKER_URL") or DEFAULT_TRACKER_URL)
+
+    def permalink(self, run_id: str) -> str:
+        return f"{self.url.rstrip('/')}/runs/{run_id}.html"
+
+    def report_link(self, run: dict) -> str:
+        """The tracker's new-issue form with the run named in the title and its permalink and digest in the body."""
+        return self._form(run, f"Run {run['run_id'][:8]}: ", "What is wrong with this record:")
+
+    def attest_link(self, run: dict) -> str:
+        """The tracker's new-issue form for a reproduction or note on the run, asking for what one must carry."""
+        return self._form(run, f"Reproduction or note on run {run['run_id'][:8]}",
+                          "Who, when, and either a reproduction (figures, environment: GPU, driver, CUDA, "
+                          "torch, triton, package versions; the command) or a note:")
+
+    def _form(self, run: dict, title: str, prompt: str) -> str:
+        body = (f"Run: {self.permalink(run['run_id'])}\nDigest: {run['run_digest']}\n"
+                f"Title: {run['title']}\n\n{prompt}\n")
+        return f"{self.tracker}?{urlencode({'title': title, 'body': body})}"
+
+
+def cite_section(site: Site, run: dict, source_title: str, observed: str) -> str:
+    permalink = site.permalink(run["run_id"])
+    citation = (f"KernelIndex. \u201c{_e(run['title'])}\u201d, run {_e(run['run_id'])} ({_e(source_title)}, observed "
+                f"{observed}). {_e(run['run_digest'])}. <a href=\"{_e(permalink)}\">{_e(permalink)}</a>. Accessed "
+                f"<span class=\"accessed\">{ACCESS_PLACEHOLDER}</span>.")
+    return ("<section id=\"cite\"><h2>How to cite</h2><p>Cite this record (permalink, digest, access date)</p>"
+            f"<p class=\"cite\">{citation}</p><dl><dt>permalink</dt><dd><a href=\"{_e(permalink)}\">{_e(permalink)}"
+            f"</a></dd><dt>digest</dt><dd><code>{_e(run['run_digest'])}</code></dd></dl>"
+            f"<p><a id=\"report\" href=\"{_e(site.report_link(run))}\">Report an issue with this run</a></p>"
+            f"</section>{ACCESS_SCRIPT}")
+
+
+def correctness_section(correctness: dict) -> str:
+    """A controlled run's correctness check as a table: each output and gradient's relative error against
+    its tolerance, and the seeds it ran on."""
+    seeds = correctness.get("seeds")
+    rows = []
+    for kind, label in (("outputs", "output"), ("gradients", "gradient")):
+        for name, check in sorted((correctness.get(kind) or {}).items()):
+            error, tolerance = check.get("rel_error"), check.get("tolerance")
+            held = error is not None and tolerance is not None and error <= tolerance
+            rows.append(f"<tr><td>{label}</td><td><code>{_e(name)}</code></td><td>{_fmt(error)}</td>"
+                        f"<td>{_fmt(tolerance)}</td><td>{'within' if held else 'over'}</td></tr>")
+    others = {k: v for k, v in correctness.items() if k not in ("outputs", "gradients", "seeds")}
+    lead = ("Checked against a higher-precision reference before any timing"
+            + (f", on seeds {', '.join(_e(s) for s in seeds)}" if seeds else "") + ".")
+    table = ("<table><thead><tr><th>checked</th><th>name</th><th>relative error</th><th>tolerance</th><th></th>"
+             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows else ""
+    extra = "".join(f"<p>{_e(k)}: {_e(v)}</p>" for k, v in sorted(others.items()))
+    return f"<section id=\"correctness\"><h2>Correctness</h2><p>{lead}</p>{table}{extra}</section>"
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.3g}" if isinstance(value, float) else _e(value)
+
+
+def kernel_slug(kernel: str) -> str:
+    """The kernel page's file name: the kernel's name with anything but letters, digits, ``.``, ``_`` and ``-``
+    replaced (an upstream kernel name is data, not a path)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", kernel).lstrip(".") or "_"
+
+
+def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], page) -> str:
+    """Every ranked comparison group of one kernel, by GPU then timed pass, each with its #1."""
+    by_gpu: dict[str, list] = defaultdict(list)
+    for slug, leader, size in groups:
+        by_gpu[leader["gpu"]].append((slug, leader, size))
+    parts = [f"<h1>{_e(title)}</h1><p class=\"muted\"><code>{_e(kernel)}</code> · {len(groups)} comparison groups"
+             " with ranked runs</p>"]
+    for gpu in sorted(by_gpu):
+        rows = "".join(
+            f"<tr><td>{_e(l['operation_mode'])}</td><td>{_e(l['metric'])}</td>"
+            f"<td><a href=\"../groups/{slug}.html\">{_e(l['workload_slug'])}</a></td>"
+            f"<td>{_e(l['implementation'])}</td><td>{_e(l['median_display'])}</td><td>{size}</td></tr>"
+            for slug, l, size in sorted(by_gpu[gpu], key=lambda g: (g[1]["operation_mode"], g[1]["metric"],
+                                                                    g[1]["workload_slug"])))
+        parts.append(f"<section><h2>{_e(gpu)}</h2><table><thead><tr><th>pass</th><th>metric</th><th>workload</th>"
+                     f"<th>#1</th><th>median</th><th>runs</th></tr></thead><tbody>{rows}</tbody></table></section>")
+    return page(f"{title} · KernelIndex", "\n".join(parts), 1)
