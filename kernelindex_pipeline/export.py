@@ -332,23 +332,61 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) 
     return _page(f"{title} · {workload} · KernelIndex", body, 1)
 
 
-def index_page(groups: list[tuple[str, dict, int]]) -> str:
+def index_page(groups: list[tuple[str, dict, int]], providers: dict[str, list[str]]) -> str:
+    """Every comparison group with ranked runs, by kernel, with filters by kernel, GPU and provider that
+    run in the page itself (no network)."""
     by_kernel: dict[str, list] = defaultdict(list)
     for slug, leader, size in groups:
         by_kernel[leader["kernel"]].append((slug, leader, size))
-    parts = ["<h1>KernelIndex</h1><p>Comparison groups of the Liger-Kernel benchmark runs, with the current #1.</p>"]
+    parts = ["<h1>KernelIndex</h1><p>Comparison groups of the Liger-Kernel benchmark runs, with the current #1.</p>",
+             INDEX_FILTERS]
     for kernel in sorted(by_kernel):
         rows = "".join(
-            f"<tr><td><a href=\"groups/{slug}.html\">{_e(l['operation_mode'])} · {_e(l['metric'])}</a></td>"
+            f"<tr data-kernel=\"{_e(kernel)}\" data-gpu=\"{_e(l['gpu'])}\" "
+            f"data-providers=\"{_e(' '.join(providers.get(slug, [])))}\">"
+            f"<td><a href=\"groups/{slug}.html\">{_e(l['operation_mode'])} · {_e(l['metric'])}</a></td>"
             f"<td>{_e(l['workload_slug'])}</td><td>{_e(l['gpu'])}</td><td>{_e(l['implementation'])}</td>"
             f"<td>{quantity(l['median_value'], l['unit'])}</td><td>{size}</td></tr>"
             for slug, l, size in sorted(by_kernel[kernel], key=lambda g: (g[1]["operation_mode"], g[1]["metric"],
                                                                           g[1]["workload_slug"], g[1]["gpu"])))
-        parts.append(f"<section><h2 id=\"{_e(kernel)}\"><a href=\"kernels/{_e(kernel_slug(kernel))}.html\">"
+        parts.append(f"<section class=\"kernel\"><h2 id=\"{_e(kernel)}\"><a href=\"kernels/{_e(kernel_slug(kernel))}.html\">"
                      f"{_e(kernel)}</a></h2><table><thead><tr><th>group</th>"
                      "<th>workload</th><th>gpu</th><th>#1</th><th>median</th><th>runs</th></tr></thead>"
                      f"<tbody>{rows}</tbody></table></section>")
+    parts.append(INDEX_SCRIPT)
     return _page("KernelIndex · comparison groups", "\n".join(parts), 0)
+
+
+INDEX_FILTERS = ("<form id=\"filters\"><label>kernel <select id=\"f-kernel\"><option value=\"\">all</option></select>"
+                 "</label> <label>GPU <select id=\"f-gpu\"><option value=\"\">all</option></select></label> "
+                 "<label>provider <select id=\"f-provider\"><option value=\"\">all</option></select></label> "
+                 "<span id=\"f-count\" class=\"muted\"></span></form>")
+# Options come from the rows themselves; a filter hides the rows (and kernel sections) that do not match.
+# The choice is kept in the URL's query (?kernel=...&gpu=...&provider=...) so a filtered index can be linked.
+INDEX_SCRIPT = """<script>
+const rows = [...document.querySelectorAll('tr[data-kernel]')];
+const filters = {kernel: r => [r.dataset.kernel], gpu: r => [r.dataset.gpu], provider: r => r.dataset.providers.split(' ')};
+const params = new URLSearchParams(location.search);
+for (const [name, values] of Object.entries(filters)) {
+  const select = document.getElementById('f-' + name);
+  for (const v of [...new Set(rows.flatMap(values))].filter(Boolean).sort()) select.add(new Option(v, v));
+  select.value = params.get(name) || '';
+  select.addEventListener('change', apply);
+}
+function apply() {
+  let shown = 0;
+  for (const r of rows) {
+    const keep = Object.entries(filters).every(([name, values]) => {
+      const want = document.getElementById('f-' + name).value;
+      return !want || values(r).includes(want);
+    });
+    r.hidden = !keep; shown += keep;
+  }
+  for (const s of document.querySelectorAll('section.kernel')) s.hidden = !s.querySelector('tr[data-kernel]:not([hidden])');
+  document.getElementById('f-count').textContent = shown + ' of ' + rows.length + ' groups';
+}
+apply();
+</script>"""
 
 
 STYLE = """
@@ -370,11 +408,43 @@ footer { margin-top: 2rem; color: #57606a; font-size: 14px; }
 
 # -- export ----------------------------------------------------------------------------------------
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+class _Writer:
+    """Writes an export's files, leaving a file whose bytes would not change untouched (so a re-export
+    rewrites only what changed, and a synced site uploads only that), and removes, from the folders the
+    export owns, the pages and manifests it no longer produces."""
+
+    OWNED = ("runs", "groups", "kernels")
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.produced: set[Path] = set()
+        self.rewritten = 0
+        self.unchanged = 0
+
+    def __call__(self, path: Path, text: str) -> None:
+        data = text.encode("utf-8")
+        self.produced.add(path)
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                self.unchanged += 1
+                return
+        except FileNotFoundError:
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        self.rewritten += 1
+
+    def prune(self) -> int:
+        stale = [p for folder in self.OWNED for p in (self.directory / folder).glob("*")
+                 if p.suffix in (".html", ".json") and p.is_file() and p not in self.produced]
+        for path in stale:
+            path.unlink()
+        return len(stale)
+
+    def summary(self) -> str:
+        return f"{self.rewritten} files written, {self.unchanged} unchanged"
 
 
 def _default_progress(done: int, total: int, what: str) -> None:
@@ -388,6 +458,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
     report link."""
     directory = Path(directory)
+    _write = _Writer(directory)
     with Warehouse().reader() as con:
         # A home last written before publications were stamped has no such table until its next ingest.
         [(stamped,)] = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'publications'").fetchall()
@@ -417,13 +488,13 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     _write(directory / "index.json", json.dumps({"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndex",
                                                  "runs": index}, indent=1, ensure_ascii=False) + "\n")
     if fmt == "json":
-        return f"exported {len(runs)} manifests and index.json to {directory}"
+        return f"exported {len(runs)} manifests and index.json to {directory} ({_write.summary()})"
 
     groups: dict[str, list[dict]] = defaultdict(list)
     for run in runs:
         run["is_liger"] = run["run_id"] in liger
         groups[run["comparison_key"]].append(run)
-    leaders, slugs, summaries = {}, set(), []
+    leaders, slugs, summaries, providers = {}, set(), [], {}
     for key, members in groups.items():
         ranked = sorted((r for r in members if r["rank"] is not None),
                         key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
@@ -442,6 +513,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
                                         members[0]["workload_slug"])
             _write(directory / "groups" / f"{group_slug(key)}.html", group_page(key, ranked, others, workload))
             summaries.append((group_slug(key), ranked[0], len(ranked)))
+            providers[group_slug(key)] = sorted({r["provider"] for r in ranked})
         for run in members:
             _write(directory / "runs" / f"{run['run_id']}.html",
                    record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], []), site))
@@ -462,7 +534,8 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     for kernel in unranked_kernels:
         title = next(r["title"] for r in runs if r["kernel"] == kernel).split(" · ")[0]
         _write(directory / "kernels" / f"{kernel_slug(kernel)}.html", kernel_page(kernel, title, [], _page))
-    _write(directory / "index.html", index_page(summaries))
+    _write(directory / "index.html", index_page(summaries, providers))
     _write(directory / "style.css", STYLE.lstrip())
-    return (f"exported {len(runs)} record pages, {len(summaries)} group pages, {len(by_kernel) + len(unranked_kernels)} kernel pages "
-            f"and manifests to {directory}")
+    removed = _write.prune()
+    return (f"exported {len(runs)} record pages, {len(summaries)} group pages, {len(by_kernel) + len(unranked_kernels)} "
+            f"kernel pages and manifests to {directory} ({_write.summary()}, {removed} stale removed)")

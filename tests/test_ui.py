@@ -145,12 +145,7 @@ def test_materializations_carry_schemas_counts_previews_and_revision_tags(analys
 
 def rendered_dom(page: Path) -> str:
     """The page's DOM after its scripts ran, as headless Chromium serializes it."""
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                               f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
-                              check=True, capture_output=True, timeout=90, text=True)
-    return done.stdout
+    return rendered_dom_at(page.resolve().as_uri())
 
 
 @needs_chromium
@@ -177,3 +172,28 @@ def test_seed_page_cites_and_leads_to_its_kernel_in_chromium(analyst_home, html_
     kernel_page = (page.parent / href.group(1)).resolve()
     kernel_dom = rendered_dom(kernel_page)
     assert f'href="../groups/{ids["group"]}.html"' in kernel_dom and "NVIDIA H100" in kernel_dom
+
+
+@needs_chromium
+def test_index_filters_narrow_the_rows_in_chromium(html_export):
+    import re
+
+    index = html_export / "index.html"
+    everything = rendered_dom(index)
+    total = len(re.findall(r"<tr data-kernel=", everything))
+    assert f"{total} of {total} groups" in everything
+    # the filter's state travels in the URL, so the rendered page is the filtered one
+    filtered = rendered_dom_at(index.resolve().as_uri() + "?kernel=llama4_rope&provider=huggingface")
+    rows = re.findall(r"<tr ([^>]*)>", filtered)
+    shown = [r for r in rows if "data-kernel" in r and "hidden" not in r]
+    assert 0 < len(shown) < total and f"{len(shown)} of {total} groups" in filtered
+    assert all('data-kernel="llama4_rope"' in r and "huggingface" in r for r in shown)
+
+
+def rendered_dom_at(url: str) -> str:
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               f"--user-data-dir={profile}", "--dump-dom", url],
+                              check=True, capture_output=True, timeout=90, text=True)
+    return done.stdout
