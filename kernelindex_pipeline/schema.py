@@ -60,6 +60,11 @@ CREATE TABLE IF NOT EXISTS claim_checks (
     source_order VARCHAR, protocol VARCHAR, rerun_gpu VARCHAR, evidence_file VARCHAR, rerun_a_run_id VARCHAR,
     rerun_b_run_id VARCHAR, rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_a BIGINT, n_b BIGINT,
     verdict VARCHAR, reason VARCHAR, host_bound BOOLEAN, awaiting_rerun BOOLEAN);
+CREATE TABLE IF NOT EXISTS reference_files (
+    source VARCHAR, path VARCHAR, sha256 VARCHAR, state VARCHAR, problem VARCHAR);
+CREATE TABLE IF NOT EXISTS golden_commits (
+    source VARCHAR, golden_key VARCHAR, kernel VARCHAR, setting VARCHAR, benchmarked_commit VARCHAR,
+    default_commit VARCHAR, file_sha256 VARCHAR);
 CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,

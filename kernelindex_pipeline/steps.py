@@ -23,6 +23,7 @@ from kernelindex_pipeline.identity import digest
 from kernelindex_pipeline.manifests import build_manifests
 from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normalize
 from kernelindex_pipeline.ranking import RANKS_SQL
+from kernelindex_pipeline.references import record_references
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed
 
@@ -104,6 +105,8 @@ def publish(wh: Warehouse, evidence_dir: Path) -> Publication:
         con = staging.con
         snapshots = record_snapshots(con, wh.landed())
         observations = normalize_snapshots(con, wh, snapshots.details["keys"])
+        if record_references(con, wh, wh.landed_references()):
+            staging.changed = True
         fingerprint = evidence_fingerprint(evidence_dir)
         [(stored,)] = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?", [EVIDENCE_KEY]).fetchall()
         if stored != fingerprint or snapshots.changed:

@@ -148,4 +148,37 @@ SELECT c.kernel, c.operation_mode, c.metric, c.workload_slug, c.gpu, p.previous_
     (SELECT latest_revision FROM cutoff) AS latest_revision, c.comparison_key
 FROM current_order c JOIN previous_order p USING (comparison_key)
 WHERE p.previous_order <> c.current_order;
+
+-- Each kernel's reference run (its golden commit, else the file's default) against its newest gh-pages run,
+-- per implementation, pass, metric, workload and GPU: the comparison Liger's dashboard draws.
+CREATE OR REPLACE VIEW golden_vs_newest AS
+WITH gh AS (
+    SELECT r.run_id, r.kernel, r.provider, r.operation_mode, r.metric, r.workload_slug, r.gpu, r.unit,
+        r.median_value, l.benchmarked_commit, max(l.committed_at) AS listed_at
+    FROM runs r JOIN run_listings l USING (run_id)
+    WHERE l.source = 'liger-kernel-gh-pages' AND l.benchmarked_commit IS NOT NULL
+    GROUP BY ALL
+),
+golden AS (
+    SELECT k.kernel, coalesce(g.benchmarked_commit, d.default_commit) AS golden_commit
+    FROM (SELECT DISTINCT kernel FROM gh) k
+    LEFT JOIN (SELECT * FROM golden_commits WHERE setting IS NULL) g USING (kernel)
+    CROSS JOIN (SELECT any_value(default_commit) AS default_commit FROM golden_commits) d
+),
+ref AS (
+    SELECT gh.*, golden.golden_commit FROM gh JOIN golden USING (kernel)
+    WHERE starts_with(gh.benchmarked_commit, golden.golden_commit)
+    QUALIFY row_number() OVER (PARTITION BY kernel, provider, operation_mode, metric, workload_slug, gpu
+                               ORDER BY listed_at DESC, run_id) = 1
+),
+newest AS (
+    SELECT * FROM gh
+    QUALIFY row_number() OVER (PARTITION BY kernel, provider, operation_mode, metric, workload_slug, gpu
+                               ORDER BY listed_at DESC, run_id) = 1
+)
+SELECT n.kernel, n.provider, n.operation_mode, n.metric, n.workload_slug, n.gpu, n.unit,
+    r.golden_commit, r.run_id AS golden_run_id, r.median_value AS golden_median,
+    n.benchmarked_commit AS newest_commit, n.run_id AS newest_run_id, n.median_value AS newest_median,
+    round(n.median_value / r.median_value, 4) AS newest_over_golden
+FROM newest n JOIN ref r USING (kernel, provider, operation_mode, metric, workload_slug, gpu);
 """

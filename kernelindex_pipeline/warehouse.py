@@ -264,9 +264,22 @@ class Warehouse:
                       json.dumps(record, sort_keys=True, default=str).encode())
 
     def landed(self) -> list[dict]:
-        if not self.landing_dir.is_dir():
-            return []
-        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(self.landing_dir.glob("*.json"))]
+        return _read_records(self.landing_dir)
+
+    def land_reference(self, record: dict) -> None:
+        """Record a source's reference file as last fetched (bytes already stored): one per source and path."""
+        name = urllib.parse.quote(f"{record['source']}/{record['path']}", safe="")
+        _atomic_write(self.landing_dir / "references" / f"{name}.json",
+                      json.dumps(record, sort_keys=True, default=str).encode())
+
+    def landed_references(self) -> list[dict]:
+        return _read_records(self.landing_dir / "references")
+
+
+def _read_records(directory: Path) -> list[dict]:
+    if not directory.is_dir():
+        return []
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.json"))]
 
 
 def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckDBPyConnection:

@@ -69,3 +69,68 @@ def test_the_seed_manifest_is_unchanged_by_the_second_source(both_home, analyst_
         assert cli.main(["show", SEED]) == 0
         shown.append(json.loads(capsys.readouterr().out))
     assert shown[0] == shown[1]
+
+
+def test_golden_commits_land_as_data_and_the_view_compares_golden_with_newest(both_home):
+    shipped = json.loads((GH_PAGES / "golden_commits.json").read_text(encoding="utf-8"))
+    rows = query(both_home, "SELECT golden_key, kernel, setting, benchmarked_commit, default_commit FROM golden_commits")
+    assert {key: commit for key, _, _, commit, _ in rows} == shipped["golden_commits"]
+    assert {default for *_, default in rows} == {shipped["default_commit"]}
+    assert ("dyt_beta=False", "dyt", "beta=False") in [r[:3] for r in rows]
+    compared = query(both_home, "SELECT kernel, golden_commit, golden_run_id, newest_run_id, newest_commit "
+                                "FROM golden_vs_newest WHERE kernel = 'rms_norm'")
+    assert compared and {golden for _, golden, *_ in compared} == {shipped["golden_commits"]["rms_norm"]}
+    # each side is a gh-pages listing of the commit the view names
+    for _, golden, golden_run, newest_run, newest in compared[:20]:
+        listed = {c for (c,) in query(both_home, "SELECT DISTINCT benchmarked_commit FROM run_listings "
+                                                 "WHERE run_id = ? AND source = 'liger-kernel-gh-pages'", [golden_run])}
+        assert any(c.startswith(golden) for c in listed)
+        assert newest in {c for (c,) in query(both_home, "SELECT benchmarked_commit FROM run_listings WHERE run_id = ?",
+                                               [newest_run])}
+
+
+def _gh_pages_subset(root, lines: int, golden: bytes):
+    """A copy of the shipped gh-pages directory listing only its first `lines` revisions, with `golden` as
+    its golden_commits.json."""
+    import shutil
+
+    shutil.copytree(GH_PAGES, root, dirs_exist_ok=True)
+    index = (GH_PAGES / "INDEX.tsv").read_text(encoding="utf-8").splitlines()
+    (root / "INDEX.tsv").write_text("\n".join(index[:1 + lines]) + "\n", encoding="utf-8")
+    (root / "golden_commits.json").write_bytes(golden)
+    return root
+
+
+def test_a_broken_golden_file_is_quarantined_and_a_fixed_one_replaces_nothing_else(tmp_path):
+    home = tmp_path / "home"
+    source = _gh_pages_subset(tmp_path / "gh", 1, b'{"golden_commits": {"rms_norm": "0701bab"')
+    assert ingest_into(home, "--source", str(source)) == 0
+    assert query(home, "SELECT count(*) FROM golden_commits") == [(0,)]
+    [(reason,)] = query(home, "SELECT reason FROM quarantine WHERE revision_key LIKE 'liger-kernel-gh-pages:%'")
+    assert reason.startswith("benchmarks/golden_commits.json: not JSON")
+    (runs,) = query(home, "SELECT count(*) FROM runs")[0]
+    assert runs > 0  # the revisions themselves are ingested
+    # the next nightly finds a new revision and a fixed file: one bad entry refused alone
+    _gh_pages_subset(source, 2, json.dumps({"default_commit": "c1bdc24", "golden_commits": {
+        "rms_norm": "0701bab", "geglu": "not a commit"}}).encode())
+    assert ingest_into(home, "--source", str(source)) == 0
+    assert query(home, "SELECT golden_key, benchmarked_commit FROM golden_commits") == [("rms_norm", "0701bab")]
+    reasons = [r for (r,) in query(home, "SELECT reason FROM quarantine WHERE revision_key LIKE 'liger-kernel-gh-pages:%' "
+                                         "ORDER BY reason")]
+    assert reasons == ["benchmarks/golden_commits.json: not JSON: Expecting ',' delimiter: line 1 column 42 (char 41)",
+                       "golden commit of 'geglu' is not a commit id"]
+    assert query(home, "SELECT state FROM reference_files ORDER BY state") == [("accepted",), ("refused",)]
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    (b"[1, 2]", "not an object with a 'golden_commits' object"),
+    (b'{"golden_commits": []}', "not an object with a 'golden_commits' object"),
+    (b'{"golden_commits": {}, "default_commit": "../etc"}', "default_commit is not a commit id"),
+    (b"\xff\xfe", "not JSON"),
+    (b"[" * 100_000, "not JSON"),
+])
+def test_golden_files_that_are_not_golden_commits_are_refused_whole(data, problem):
+    from kernelindex_pipeline.references import parse_golden
+
+    with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        parse_golden(data)

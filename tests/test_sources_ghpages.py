@@ -205,6 +205,10 @@ def test_the_live_gh_pages_source_matches_the_directory(gh_pages_server, ghpages
         assert all(r.location == location for r in revisions)
         for revision, stored in zip(revisions, expected):
             assert read_or_removed(live, revision) == read_or_removed(ghpages, stored)
+    # the dashboard's golden commits, as the branch holds them now, byte for byte as the directory keeps them
+    with open_source(location, backoff_s=0.01) as live:
+        assert live.read_reference() == ghpages.read_reference() == (GH_PAGES_SNAPSHOTS / "golden_commits.json").read_bytes()
+    assert any(r.path.endswith("/gh-pages/benchmarks/golden_commits.json") for r in server.requests_to("raw"))
     # a listed revision reads again from its location alone (as the ingestion does)
     again = open_source(revisions[-1].location, backoff_s=0.01)
     assert again.spec is LIGER_GH_PAGES and again.read(revisions[-1]) == ghpages.read(expected[-1])

@@ -483,6 +483,13 @@ class GhPagesServer(UpstreamServer):
     def head_commit(self) -> str:
         return max(self.rows + self.deleted, key=lambda r: _utc(r["committed_at"]))["commit"]
 
+    def csv_bytes(self, commit: str, path: str) -> bytes | None:
+        """A run at a commit, or a branch file at the branch's head (``benchmarks/golden_commits.json``)."""
+        name = path.removeprefix("benchmarks/")
+        if commit in (self.branch, self.head_commit()) and name in ("commits.txt", "golden_commits.json"):
+            return (self.root / name).read_bytes() if (self.root / name).is_file() else None
+        return super().csv_bytes(commit, path)
+
     def tree(self) -> dict:
         entries, folders = [], set()
         files = [(p, self.csv_bytes(self._newest_commit(p), p)) for p in self.head_paths()]

@@ -74,5 +74,15 @@ class UpstreamResource(dg.ConfigurableResource):
     def read(self, revision: Revision) -> bytes:
         return self._source(revision.location).read(revision)
 
+    def read_references(self, cache_dir: Path | None = None) -> list[tuple[str, str, bytes]]:
+        """(source, path, bytes) of each location's reference file (`SourceSpec.reference_file`) it has."""
+        found = []
+        for location in self.resolved_locations():
+            source = self._source(location, cache_dir)
+            data = source.read_reference()
+            if data is not None:
+                found.append((source.spec.name, source.spec.reference_file, data))
+        return found
+
 
 __all__ = ["SourceError", "UpstreamResource", "WarehouseResource"]

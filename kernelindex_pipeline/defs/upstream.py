@@ -24,7 +24,9 @@ def upstream_snapshots(
 
     A revision that deleted the file (see `FileDeletedAtRevision`) lands with no rows, so that file's runs
     are `withdrawn_upstream` from then on; a registered revision that upstream no longer lists lands as
-    `unlisted` (a quarantine record, nothing withdrawn). Neither is fetched again."""
+    `unlisted` (a quarantine record, nothing withdrawn). Neither is fetched again. With new revisions, each
+    source's reference file (`SourceSpec.reference_file`) is fetched as the branch holds it now and landed
+    too (published into `golden_commits`)."""
     wh = warehouse.warehouse()
     keys = list(context.partition_keys)
     known = steps.known_revisions(wh)
@@ -51,6 +53,8 @@ def upstream_snapshots(
                     steps.land_revision(wh, listed[key], b"", state=steps.DELETED)
                     landed.add(key)
                     deleted += 1
+            for source, path, data in upstream.read_references(cache_dir=wh.home / "http-cache"):
+                wh.land_reference({"source": source, "path": path, "sha256": wh.store_raw(data), "bytes": len(data)})
         except SourceError as exc:
             raise dg.Failure(description=f"upstream fetch failed, warehouse unchanged: {exc}") from exc
     context.log.info(f"{fetched} snapshot(s) fetched, {len(keys) - len(wanted)} already stored")

@@ -89,6 +89,8 @@ class SourceSpec:
     path is its file stem (``all_benchmark_data``); of a pattern path, `stream_prefix` + the run directory
     (``gh-pages/0a62700-v0.6.4``). `removals`: a snapshot-directory row with an empty ``file`` records the
     commit that removed the path upstream (`FileDeletedAtRevision`); without it an empty ``file`` is an error.
+    `reference_file`: the branch's file naming the reference run per kernel (gh-pages' ``golden_commits.json``),
+    read as the branch holds it now; a snapshot directory keeps it under its base name.
     """
 
     name: str
@@ -99,6 +101,7 @@ class SourceSpec:
     run: str = ""
     stream_prefix: str = ""
     removals: bool = False
+    reference_file: str = ""
 
     def __post_init__(self):
         if bool(self.paths) == bool(self.pattern):
@@ -178,6 +181,7 @@ LIGER_GH_PAGES = SourceSpec(
     run=r"(?P<commit>[0-9a-f]{7,40})(?:-v(?P<release>[0-9]+(?:\.[0-9A-Za-z]+)*))?",
     stream_prefix="gh-pages/",
     removals=True,
+    reference_file="benchmarks/golden_commits.json",
 )
 SOURCES: tuple[SourceSpec, ...] = (LIGER_MAIN, LIGER_GH_PAGES)
 
@@ -207,6 +211,11 @@ class Source(Protocol):
 
     def read(self, revision: Revision) -> bytes:
         """The uncompressed CSV bytes of one revision."""
+        ...
+
+    def read_reference(self) -> bytes | None:
+        """The bytes of the declaration's `reference_file` as the branch holds it now (the dashboard's
+        reference run per kernel); None where the declaration names none or the branch lacks it."""
         ...
 
 

@@ -113,6 +113,17 @@ class DirectorySource:
             raise SourceError(f"{what} is over the {self.max_bytes}-byte cap ($KERNELINDEX_MAX_SNAPSHOT_BYTES)")
         return data
 
+    def read_reference(self) -> bytes | None:
+        name = PurePosixPath(self.spec.reference_file).name
+        if not name or not (self.root / name).exists():
+            return None
+        what = f"{self.spec.name}'s {name}: {printable(self.root / name)}"
+        with self._open_regular(self._inside(name, what), what) as handle:
+            data = handle.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise SourceError(f"{what} is over the {self.max_bytes}-byte cap ($KERNELINDEX_MAX_SNAPSHOT_BYTES)")
+        return data
+
     # -- INDEX.tsv, read once per source --------------------------------------------------------------
 
     def _index(self) -> dict[tuple[str, str], _Entry]:

@@ -228,6 +228,18 @@ class GitHubSource:
             raise SourceError(str(exc)) from None
         return body
 
+    def read_reference(self) -> bytes | None:
+        path = self.spec.reference_file
+        if not path:
+            return None
+        url = f"{self.raw_url}/{self.repository}/{quote(self.spec.branch, safe='')}/{quote(path)}"
+        what = f"{path}@{self.spec.branch} from {display(url)}"
+        try:
+            body, _, _ = self._http.get(url, what, Deadline(self.deadline_s), check=_check_json_object)
+        except NotFound:
+            return None
+        return body
+
     def _removed_by(self, revision: Revision, deadline: Deadline) -> bool:
         """Whether the commit's file list (from the API) says it removed the path or renamed it away."""
         url = f"{self.api_url}/repos/{self.repository}/commits/{revision.commit}"
