@@ -134,3 +134,13 @@ def test_golden_files_that_are_not_golden_commits_are_refused_whole(data, proble
 
     with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         parse_golden(data)
+
+
+def test_the_documented_gh_pages_queries_return_rows(both_home):
+    import re
+
+    doc = (REPO / "docs" / "warehouse.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql gh-pages\n(.*?)```", doc, flags=re.S)
+    assert blocks
+    for sql in blocks:
+        assert query(both_home, sql), sql
