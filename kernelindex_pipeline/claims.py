@@ -55,15 +55,17 @@ WITH source AS (
     JOIN controlled b ON b.protocol = p.protocol AND b.evidence_file = a.evidence_file AND b.kernel = a.kernel
         AND b.operation_mode = a.operation_mode AND b.metric = a.metric AND b.workload_digest = a.workload_digest
         AND b.provider = cl.b_provider
+    -- the newest batch; within one, records that passed, then the run ids, so that a rebuild picks the same
     QUALIFY row_number() OVER (PARTITION BY cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol
-                               ORDER BY a.observed_at DESC, a.evidence_file DESC) = 1
+                               ORDER BY a.observed_at DESC, a.evidence_file DESC, a.status = 'passed' DESC,
+                                        b.status = 'passed' DESC, a.run_id, b.run_id) = 1
 ), measured AS (
     SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol FROM controlled
 ), latest AS (
     SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, status, status_reason, observed_at
     FROM controlled
     QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol
-                               ORDER BY observed_at DESC, evidence_file DESC) = 1
+                               ORDER BY observed_at DESC, evidence_file DESC, status = 'passed' DESC, run_id) = 1
 ), covered AS (
     SELECT DISTINCT kernel FROM controlled_runs
 )

@@ -84,7 +84,8 @@ def ingest(sources: list[str]) -> dict:
     landed = {r["revision_key"] for r in wh.landed()}
     todo = steps.still_to_fetch([r.key for r in listed], published)
     pending = landed - set(published)
-    evidence_changed = fingerprint != steps.evidence_fingerprint(WarehouseResource().evidence_path())
+    resource = WarehouseResource()
+    evidence_changed = fingerprint != steps.evidence_fingerprint(resource.evidence_path(), resource.attestations_path())
     if not todo and not pending and not evidence_changed:
         return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
 

@@ -26,7 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import kernels
-from kernelindex_pipeline.site import Site, cite_section, correctness_section, kernel_page, kernel_slug
+from kernelindex_pipeline.site import (
+    Site,
+    cite_section,
+    correctness_section,
+    kernel_page,
+    kernel_slug,
+    replications_section,
+)
 from kernelindex_pipeline.warehouse import Warehouse
 
 SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
@@ -47,6 +54,10 @@ LEFT JOIN ranks k USING (run_id)
 {publications}
 ORDER BY r.run_id
 """
+
+
+def _has_table(con, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0])
 
 
 def claim_checks_by_run(con) -> list[dict]:
@@ -144,7 +155,7 @@ def claim_checks_section(checks: list[dict]) -> str:
 
 
 def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = (),
-                site: Site = Site()) -> str:
+                site: Site = Site(), attestations: list[dict] = ()) -> str:
     manifest = json.loads(run["manifest"])
     spec = manifest["run"]["spec"]
     protocol = manifest["protocol"]["spec"]
@@ -235,10 +246,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     sections.append("<section id=\"environment\"><h2>Environment</h2>" + _dl(env) + "</section>")
     sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
     sections.append(claim_checks_section(list(checks)))
-    sections.append("<section id=\"replications\"><h2>Replications and notes</h2><p>No attestations yet.</p>"
-                    "<p class=\"muted\">Community attestations. They never change the evidence level; only a "
-                    "KernelIndex-controlled rerun does.</p>"
-                    f"<p><a id=\"attest\" href=\"{_e(site.attest_link(run))}\">Add a reproduction or note</a></p></section>")
+    sections.append(replications_section(site, run, attestations, quantity))
     ordered = {k: manifest[k] for k in ("run", "protocol", "environment") if k in manifest}
     pretty = json.dumps(ordered, indent=2, ensure_ascii=False)
     sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
@@ -460,13 +468,20 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     directory = Path(directory)
     _write = _Writer(directory)
     with Warehouse().reader() as con:
-        # A home last written before publications were stamped has no such table until its next ingest.
-        [(stamped,)] = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'publications'").fetchall()
+        # A home last written before these tables existed has them from its next ingest on.
+        stamped = _has_table(con, "publications")
         cursor = con.execute(EXPORT_SQL.format(
             published_at="p.published_at" if stamped else "NULL",
             publications="LEFT JOIN publications p USING (run_id)" if stamped else ""))
         names = [d[0] for d in cursor.description]
         runs = [dict(zip(names, row)) for row in cursor.fetchall()]
+        attestations_by_run: dict[str, list[dict]] = defaultdict(list)
+        if _has_table(con, "attestations"):
+            cursor = con.execute("SELECT * FROM attestations")
+            columns = [d[0] for d in cursor.description]
+            for row in cursor.fetchall():
+                attestation = dict(zip(columns, row))
+                attestations_by_run[attestation["run_id"]].append(attestation)
         checks_by_run: dict[str, list[dict]] = defaultdict(list)
         for check in claim_checks_by_run(con):
             checks_by_run[check["a_run_id"]].append(check)
@@ -516,7 +531,8 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
             providers[group_slug(key)] = sorted({r["provider"] for r in ranked})
         for run in members:
             _write(directory / "runs" / f"{run['run_id']}.html",
-                   record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], []), site))
+                   record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], []), site,
+                               attestations_by_run.get(run["run_id"], [])))
             done += 1
             if done % step == 0:
                 progress(done, total, "pages")

@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS reference_files (
 CREATE TABLE IF NOT EXISTS golden_commits (
     source VARCHAR, golden_key VARCHAR, kernel VARCHAR, setting VARCHAR, benchmarked_commit VARCHAR,
     default_commit VARCHAR, file_sha256 VARCHAR);
+CREATE TABLE IF NOT EXISTS attestations (
+    attestation_id VARCHAR, run_id VARCHAR, type VARCHAR, author VARCHAR, attested_on DATE, note VARCHAR,
+    metric VARCHAR, median_value DOUBLE, p20_value DOUBLE, p80_value DOUBLE, environment VARCHAR, command VARCHAR,
+    file VARCHAR);
 CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,

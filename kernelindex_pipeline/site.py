@@ -9,6 +9,7 @@ parameters, as GitHub's ``.../issues/new`` does).
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from collections import defaultdict
@@ -115,3 +116,29 @@ def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], pa
         parts.append(f"<section><h2>{_e(gpu)}</h2><table><thead><tr><th>pass</th><th>metric</th><th>workload</th>"
                      f"<th>#1</th><th>median</th><th>runs</th></tr></thead><tbody>{rows}</tbody></table></section>")
     return page(f"{title} · KernelIndex", "\n".join(parts), 1)
+
+
+def replications_section(site: Site, run: dict, attestations: list[dict], quantity) -> str:
+    """The run's attestations (reproductions with their figures and environment, notes), newest first."""
+    items = []
+    for a in sorted(attestations, key=lambda a: (a["attested_on"], a["attestation_id"]), reverse=True):
+        head = f"<strong>{_e(a['type'])}</strong> by {_e(a['author'])}, {a['attested_on']:%Y-%m-%d}"
+        body = ""
+        if a["type"] == "reproduction":
+            unit = run["unit"]
+            figures = " · ".join(f"{name} {quantity(round(a[f'{name}_value']), unit)}"
+                                 for name in ("median", "p20", "p80") if a[f"{name}_value"] is not None)
+            environment = json.loads(a["environment"]) if a["environment"] else {}
+            env = ", ".join(f"{k} {v}" for k, v in sorted(environment.items()) if not isinstance(v, (dict, list)))
+            body += f"<p>{figures}</p><p class=\"muted\">{_e(env)}</p>"
+            if a["command"]:
+                body += f"<pre>{_e(a['command'])}</pre>"
+        if a["note"]:
+            body += f"<p>{_e(a['note'])}</p>"
+        items.append(f"<li id=\"{_e(a['attestation_id'][7:23])}\">{head}{body}</li>")
+    listing = f"<ul class=\"attestations\">{''.join(items)}</ul>" if items else "<p>No attestations yet.</p>"
+    return ("<section id=\"replications\"><h2>Replications and notes</h2>" + listing
+            + "<p class=\"muted\">Community attestations. They never change the evidence level; only a "
+            "KernelIndex-controlled rerun does.</p>"
+            f"<p><a id=\"attest\" href=\"{_e(site.attest_link(run))}\">Add a reproduction or note</a> "
+            "<span class=\"muted\">(the format: docs/attestations.md)</span></p></section>")

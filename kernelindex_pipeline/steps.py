@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog, claims, evidence
+from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, RUNS_SQL
 from kernelindex_pipeline.identity import digest
 from kernelindex_pipeline.manifests import build_manifests
@@ -92,22 +93,27 @@ def known_revisions(wh: Warehouse) -> dict[str, str]:
 
 # -- one publication --------------------------------------------------------------------------------
 
-def evidence_fingerprint(directory: Path) -> str:
+def evidence_fingerprint(directory: Path, attestations_dir: Path | None = None) -> str:
+    """A digest of the committed evidence files and attestation files: a change to either republishes."""
     h = hashlib.sha256()
-    for path in sorted(Path(directory).glob("*.jsonl.gz")):
+    files = sorted(Path(directory).glob("*.jsonl.gz"))
+    if attestations_dir is not None:
+        files += sorted(Path(attestations_dir).glob("*.json"))
+    for path in files:
         h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 
-def publish(wh: Warehouse, evidence_dir: Path) -> Publication:
-    """Take every landed revision not yet published and the evidence files into the next generation."""
+def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = None) -> Publication:
+    """Take every landed revision not yet published, the evidence files and the attestation files into the
+    next generation."""
     with wh.publish() as staging:
         con = staging.con
         snapshots = record_snapshots(con, wh.landed())
         observations = normalize_snapshots(con, wh, snapshots.details["keys"])
         if record_references(con, wh, wh.landed_references()):
             staging.changed = True
-        fingerprint = evidence_fingerprint(evidence_dir)
+        fingerprint = evidence_fingerprint(evidence_dir, attestations_dir)
         [(stored,)] = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?", [EVIDENCE_KEY]).fetchall()
         if stored != fingerprint or snapshots.changed:
             loaded = load_controlled_evidence(con, evidence_dir)
@@ -119,6 +125,7 @@ def publish(wh: Warehouse, evidence_dir: Path) -> Publication:
         if staging.changed:
             runs = rebuild_runs(con, wh)
             manifests = rebuild_manifests(con)
+            runs.details["attestations"] = load_attestation_files(con, attestations_dir)
             ranks = rebuild_ranks(con)
         else:
             runs = manifests = ranks = StepResult(0, False)
@@ -286,6 +293,26 @@ def _conflicts_with_lines(wh: Warehouse, con, conflicts: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=pa.schema([
         ("source", pa.string()), ("source_revision", pa.string()), ("line_number", pa.int64()), ("reason", pa.string()),
         ("revision_key", pa.string()), ("raw_line", pa.string())]))
+
+
+def load_attestation_files(con: duckdb.DuckDBPyConnection, directory: Path | None) -> int:
+    """`attestations` from the attestation files; each refused file becomes a `quarantine` row."""
+    targets = {}
+    for run_id, run_digest, metric in con.execute(
+            "SELECT r.run_id, m.run_digest, r.metric FROM runs r JOIN manifests m USING (run_id)").fetchall():
+        targets[run_id] = targets[run_digest] = (run_id, metric)
+    accepted, refused = load_attestations(directory, targets)
+    con.register("a_new", accepted)
+    replace_if_changed(con, "attestations", "SELECT * FROM a_new ORDER BY attestation_id")
+    con.unregister("a_new")
+    con.register("a_refused", refused)
+    con.execute("""
+        INSERT INTO quarantine BY NAME
+        SELECT 'attestations' AS source, sha256 AS source_revision, 0 AS line_number, reason, raw AS raw_line,
+            'attestations/' || file AS revision_key
+        FROM a_refused""").fetchall()
+    con.unregister("a_refused")
+    return accepted.num_rows
 
 
 def rebuild_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:

@@ -117,8 +117,13 @@ def warehouse_state(home: Path) -> dict[str, str]:
 
 def published_state(home: Path) -> dict[str, str]:
     """What a publication changes: every table and every Parquet copy (raw bytes and landed records are
-    content-addressed inputs, kept for the next ingest whatever happens)."""
-    return {k: v for k, v in warehouse_state(home).items() if k.startswith(("table:", "parquet:"))}
+    content-addressed inputs, kept for the next ingest whatever happens). Of `publications`, which runs are
+    stamped, not when: two ingests of the same revisions publish at different instants."""
+    state = {k: v for k, v in warehouse_state(home).items() if k.startswith(("table:", "parquet:"))}
+    if "table:publications" in state:
+        with Warehouse(home).reader() as con:
+            state["table:publications"] = rows_checksum(con, "(SELECT run_id FROM publications)")
+    return state
 
 
 def contract_tables(home: Path) -> dict[str, str]:

@@ -58,7 +58,7 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     """Publishes every landed revision and the committed evidence as the warehouse's next generation:
     all of these tables (and their Parquet copies) change together, or, on any failure, none does."""
     wh = warehouse.warehouse()
-    done = steps.publish(wh, warehouse.evidence_path())
+    done = steps.publish(wh, warehouse.evidence_path(), warehouse.attestations_path())
     if not done.published:
         context.log.info("nothing new landed and the evidence is unchanged: the live warehouse stays as it is")
     with wh.reader() as con:

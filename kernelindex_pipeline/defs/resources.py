@@ -13,6 +13,7 @@ from kernelindex_pipeline.warehouse import Warehouse
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 SHIPPED_UPSTREAM = REPO_DATA / "upstream" / "liger-kernel"
 SHIPPED_EVIDENCE = REPO_DATA / "evidence"
+SHIPPED_ATTESTATIONS = REPO_DATA / "attestations"
 
 
 def _or_env(value, name: str, default, kind):
@@ -24,12 +25,17 @@ class WarehouseResource(dg.ConfigurableResource):
 
     home: str = Field(default="", description="Warehouse directory (default: $KERNELINDEX_HOME or ./data)")
     evidence_dir: str = Field(default="", description="Directory of committed rerun evidence (*.jsonl.gz)")
+    attestations_dir: str = Field(default="", description="Directory of attestation files (*.json, "
+                                  "docs/attestations.md); default: $KERNELINDEX_ATTESTATIONS, else data/attestations")
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None)
 
     def evidence_path(self) -> Path:
         return Path(self.evidence_dir) if self.evidence_dir else SHIPPED_EVIDENCE
+
+    def attestations_path(self) -> Path:
+        return Path(self.attestations_dir or os.environ.get("KERNELINDEX_ATTESTATIONS") or SHIPPED_ATTESTATIONS)
 
 
 class UpstreamResource(dg.ConfigurableResource):
