@@ -2,7 +2,7 @@
 validates into the `attestations` table (the format: docs/attestations.md).
 
 An attestation never changes a run's evidence level or rank; only a KernelIndex-controlled rerun does.
-A file that fails validation is refused whole with its reason (an `attestation_quarantine` row).
+A file that fails validation is refused whole with its reason (a `quarantine` row).
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ HTML layout (DIR): the JSON layout, plus
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import sys
@@ -30,6 +29,7 @@ from kernelindex_pipeline.site import (
     Site,
     cite_section,
     correctness_section,
+    escape as _e,
     kernel_page,
     kernel_slug,
     replications_section,
@@ -87,10 +87,6 @@ def quantity(value, unit: str, sep: str = " ") -> str:
             text = f"{scaled:.1f}" if abs(scaled) >= 100 else f"{scaled:.4g}"
             return f"{text}{sep}{name}"
     raise AssertionError("unreachable")
-
-
-def _e(value) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def _short(digest: str | None, n: int) -> str:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
+
+from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from kernelindex_pipeline.warehouse import Warehouse
@@ -32,9 +33,6 @@ KEYED_SETTING = re.compile(r"(?P<kernel>.+)_(?P<setting>[A-Za-z0-9]+=.*)")
 GOLDEN_SCHEMA = pa.schema([
     ("source", pa.string()), ("golden_key", pa.string()), ("kernel", pa.string()), ("setting", pa.string()),
     ("benchmarked_commit", pa.string()), ("default_commit", pa.string()), ("file_sha256", pa.string())])
-QUARANTINE_SCHEMA = pa.schema([
-    ("revision_key", pa.string()), ("source", pa.string()), ("source_revision", pa.string()),
-    ("line_number", pa.int64()), ("reason", pa.string()), ("raw_line", pa.string())])
 
 
 def parse_golden(data: bytes) -> tuple[dict, list[tuple[str, str]]]:

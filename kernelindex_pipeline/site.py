@@ -24,8 +24,12 @@ ACCESS_SCRIPT = ("<script>for (const e of document.querySelectorAll('.accessed')
                  "e.textContent = new Date().toISOString().slice(0, 10);</script>")
 
 
-def _e(value) -> str:
+def escape(value) -> str:
+    """HTML-escaped text of a value; None is empty."""
     return html.escape("" if value is None else str(value))
+
+
+_e = escape
 
 
 @dataclass(frozen=True)

@@ -108,10 +108,7 @@ class DirectorySource:
         with self._open_regular(path, what) as handle:
             if entry.file.endswith(".gz"):
                 return self._gunzip(handle, what)
-            data = handle.read(self.max_bytes + 1)
-        if len(data) > self.max_bytes:
-            raise SourceError(f"{what} is over the {self.max_bytes}-byte cap ($KERNELINDEX_MAX_SNAPSHOT_BYTES)")
-        return data
+            return self._read_capped(handle, what)
 
     def read_reference(self) -> bytes | None:
         name = PurePosixPath(self.spec.reference_file).name
@@ -119,10 +116,7 @@ class DirectorySource:
             return None
         what = f"{self.spec.name}'s {name}: {printable(self.root / name)}"
         with self._open_regular(self._inside(name, what), what) as handle:
-            data = handle.read(self.max_bytes + 1)
-        if len(data) > self.max_bytes:
-            raise SourceError(f"{what} is over the {self.max_bytes}-byte cap ($KERNELINDEX_MAX_SNAPSHOT_BYTES)")
-        return data
+            return self._read_capped(handle, what)
 
     # -- INDEX.tsv, read once per source --------------------------------------------------------------
 
@@ -225,6 +219,12 @@ class DirectorySource:
             os.close(fd)
             raise SourceError(f"cannot read {what}: not a regular file")
         return open(fd, "rb")
+
+    def _read_capped(self, handle: io.BufferedReader, what: str) -> bytes:
+        data = handle.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise SourceError(f"{what} is over the {self.max_bytes}-byte cap ($KERNELINDEX_MAX_SNAPSHOT_BYTES)")
+        return data
 
     def _gunzip(self, handle: io.BufferedReader, what: str) -> bytes:
         """The decompressed bytes, streamed: stops as soon as they pass `max_bytes`."""
