@@ -6,6 +6,7 @@ claim when they tie). For each claim and each rerun protocol, the rerun evidence
 pass, metric and workload is looked up on KernelIndex's GPU: the newest rerun batch (one evidence file)
 that measured both a and b side by side. Verdicts compare orders and ratios, never absolute times across
 GPUs; their statistics are in `verdicts.py`. A claim with no usable rerun says why (`not re-checked`).
+Claims are checked for the source groups in `scope_groups` (see ranking.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ DEVICE_TIME, REPLICA = PROTOCOLS
 # One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not.
 CANDIDATES_SQL = """
 WITH source AS (
-    SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id) WHERE r.evidence_level = 'source-native'
+    SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id)
+    WHERE r.evidence_level = 'source-native' AND k.comparison_key IN (SELECT comparison_key FROM scope_groups)
 ), claims AS (
     SELECT a.comparison_key, a.kernel, a.operation_mode, a.metric, a.workload_slug, a.workload_digest,
         a.gpu || coalesce(' ' || a.form_factor, '') AS source_gpu,

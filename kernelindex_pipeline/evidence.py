@@ -96,7 +96,7 @@ def load_evidence(directory: Path) -> tuple[list[dict], list[dict], list[dict], 
 
 # Each controlled run against the source-native runs of the same kernel, pass, metric, workload and
 # implementation; "order held" asks whether the controlled group orders those implementations as the
-# source's group (same source GPU) did.
+# source's group (same source GPU) did. Only pairs with a group in `scope_groups` (see ranking.py).
 REPRODUCTIONS_SQL = """
 WITH controlled AS (
     SELECT r.* FROM runs r JOIN ranks USING (run_id) WHERE r.evidence_level = 'kernelindex-controlled'
@@ -111,6 +111,8 @@ WITH controlled AS (
     FROM controlled c JOIN source s
       ON s.kernel = c.kernel AND s.operation_mode = c.operation_mode AND s.metric = c.metric
      AND s.workload_digest = c.workload_digest AND s.provider = c.provider
+    WHERE c.comparison_key IN (SELECT comparison_key FROM scope_groups)
+       OR s.comparison_key IN (SELECT comparison_key FROM scope_groups)
 ), orders AS (
     SELECT p.controlled_run_id, p.source_run_id,
         (SELECT string_agg(s2.provider, ' < ' ORDER BY s2.median_value, s2.provider)

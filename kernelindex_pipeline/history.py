@@ -11,6 +11,11 @@ are two publications of Liger-Kernel's benchmarks, so a run's id is the hash of 
 its external id (kernel, pass, provider, GPU, workload, timestamp) in both. A main-branch row copied from a
 gh-pages run therefore lands on the same run, ranked once; `source` names the publication that listed it
 first, and `run_listings` every listing.
+
+Both queries work on a scope, so that a publication costs what it adds: `scope_runs` (run_id), the runs
+whose rows may change, and `scope_revisions` (revision_key), the revisions newly published. A run's row
+depends only on its own listings and on each stream's newest listing, so recomputing the runs in scope
+gives the same rows a rebuild of all history would (steps.py decides the scope).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ WITH o AS (
     SELECT o.*, s.stream, s.committed_at, coalesce(s.publication, 0) AS publication, s.source AS listed_by,
         s.benchmarked_commit, s.release
     FROM observations o JOIN snapshots s USING (revision_key)
+    WHERE o.run_id IN (SELECT run_id FROM scope_runs)
 ), first_seen AS (
     SELECT * FROM o QUALIFY row_number() OVER (
         PARTITION BY run_id ORDER BY publication, committed_at, revision_key, line_number) = 1
@@ -30,6 +36,7 @@ WITH o AS (
     WHERE coalesce(state, 'listed') IN ('listed', 'deleted') GROUP BY stream
 ), listed_now AS (  -- runs some stream still lists in its newest listing
     SELECT DISTINCT run_id FROM observations SEMI JOIN latest USING (revision_key)
+    WHERE run_id IN (SELECT run_id FROM scope_runs)
 ), source_native AS (
     SELECT f.run_id,
         k.id_prefix || strftime(f.observed_at, '%Y-%m-%d-%H-%M-%S') || k.id_suffix AS external_id,
@@ -55,14 +62,16 @@ SELECT run_id, external_id, name, title, kernel, operation_mode, provider, imple
     protocol_digest, workload_digest, environment_digest, implementation_digest, NULL AS liger_version, status,
     true AS known_kernel, NULL::DOUBLE AS source_p20, NULL::DOUBLE AS source_p50, NULL::DOUBLE AS source_p80,
     NULL AS source_unit, NULL AS benchmarked_commit, NULL AS release
-FROM controlled_runs
+FROM controlled_runs WHERE run_id IN (SELECT run_id FROM scope_runs)
 """
 
-# Later listings of a run whose values differ from the ones first published: refused, the first kept.
+# Later listings of a run whose values differ from the ones first published: refused, the first kept. A
+# new revision is published after every earlier one, so only its own listings can be new conflicts.
 CONFLICTS_SQL = """
 WITH o AS (
     SELECT o.*, s.committed_at, s.source_file, s.commit, coalesce(s.publication, 0) AS publication
     FROM observations o JOIN snapshots s USING (revision_key)
+    WHERE o.run_id IN (SELECT run_id FROM observations WHERE revision_key IN (SELECT revision_key FROM scope_revisions))
 ), first_seen AS (
     SELECT * FROM o QUALIFY row_number() OVER (
         PARTITION BY run_id ORDER BY publication, committed_at, revision_key, line_number) = 1
@@ -71,6 +80,7 @@ SELECT o.source_file AS source, o.commit AS source_revision, o.line_number,
     'conflicts with the values first published for this run at ' || f.revision_key AS reason,
     o.revision_key
 FROM o JOIN first_seen f USING (run_id)
-WHERE (o.median_value, o.p20_value, o.p80_value, coalesce(o.liger_version, ''))
+WHERE o.revision_key IN (SELECT revision_key FROM scope_revisions)
+  AND (o.median_value, o.p20_value, o.p80_value, coalesce(o.liger_version, ''))
       IS DISTINCT FROM (f.median_value, f.p20_value, f.p80_value, coalesce(f.liger_version, ''))
 """

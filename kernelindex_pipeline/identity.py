@@ -15,7 +15,12 @@ def canonical_json(obj) -> str:
 
 
 def digest(obj) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+    return digest_of_text(canonical_json(obj))
+
+
+def digest_of_text(canonical: str) -> str:
+    """The digest of an object already in canonical JSON."""
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def slugify(text: str) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog
-from kernelindex_pipeline.identity import API_VERSION, canonical_json, digest
+from kernelindex_pipeline.identity import API_VERSION, canonical_json, digest_of_text
 
 _QUANTILES = (("p20", "p20_value", "source_p20", "20"), ("p80", "p80_value", "source_p80", "80"))
 
@@ -50,14 +51,15 @@ def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
     return {"kind": "BenchmarkRun", "spec": spec, "metadata": metadata, "apiVersion": API_VERSION}
 
 
+# The runs in `scope_runs` (see history.py) after `after`, in run_id order: one page of manifest inputs.
 MANIFEST_INPUTS_SQL = """
-SELECT r.*, p.manifest AS protocol, e.manifest AS environment, c.record AS controlled_record
-FROM runs r
-JOIN protocols p USING (protocol_digest)
-JOIN environments e USING (environment_digest)
-LEFT JOIN controlled_runs c USING (run_id)
+SELECT r.*, c.record AS controlled_record
+FROM runs r LEFT JOIN controlled_runs c USING (run_id)
+WHERE r.run_id IN (SELECT run_id FROM scope_runs) AND r.run_id > ?
 ORDER BY r.run_id
+LIMIT ?
 """
+MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("manifest", pa.string()), ("run_digest", pa.string())])
 
 
 def controlled_spec(record: dict) -> dict:
@@ -73,16 +75,28 @@ def controlled_spec(record: dict) -> dict:
     return extra
 
 
-def build_manifests(con) -> pa.Table:
-    """One canonical manifest per run, with the digest of its BenchmarkRun."""
-    rows = con.sql(MANIFEST_INPUTS_SQL).to_arrow_table().to_pylist()
-    run_ids, texts, digests = [], [], []
-    for row in rows:
-        extra = controlled_spec(json.loads(row["controlled_record"])) if row["controlled_record"] else None
-        run = run_manifest(row, extra)
-        manifest = {"run": run, "protocol": json.loads(row["protocol"]), "environment": json.loads(row["environment"])}
-        run_ids.append(row["run_id"])
-        texts.append(canonical_json(manifest))
-        digests.append(digest(run))
-    return pa.table({"run_id": run_ids, "manifest": texts, "run_digest": digests},
-                    schema=pa.schema([("run_id", pa.string()), ("manifest", pa.string()), ("run_digest", pa.string())]))
+def _canonical_by_digest(con, table: str, key: str) -> dict[str, str]:
+    """Canonical JSON text of each protocol or environment manifest, by digest."""
+    return {d: canonical_json(json.loads(m)) for d, m in con.execute(f"SELECT {key}, manifest FROM {table}").fetchall()}
+
+
+def build_manifests(con, page_rows: int = 20_000) -> Iterator[pa.Table]:
+    """One canonical manifest per run in scope, with the digest of its BenchmarkRun, a page at a time (so
+    memory follows the page, not the history).
+
+    The manifest is the canonical JSON of {"environment", "protocol", "run"}: its keys sort in that order,
+    so its text is the three canonical texts joined, and each protocol and environment is serialized once."""
+    protocols = _canonical_by_digest(con, "protocols", "protocol_digest")
+    environments = _canonical_by_digest(con, "environments", "environment_digest")
+    after = ""
+    while rows := con.sql(MANIFEST_INPUTS_SQL, params=[after, page_rows]).to_arrow_table().to_pylist():
+        run_ids, texts, digests = [], [], []
+        for row in rows:
+            extra = controlled_spec(json.loads(row["controlled_record"])) if row["controlled_record"] else None
+            run = canonical_json(run_manifest(row, extra))
+            run_ids.append(row["run_id"])
+            texts.append(f'{{"environment":{environments[row["environment_digest"]]},'
+                         f'"protocol":{protocols[row["protocol_digest"]]},"run":{run}}}')
+            digests.append(digest_of_text(run))
+        yield pa.table({"run_id": run_ids, "manifest": texts, "run_digest": digests}, schema=MANIFEST_SCHEMA)
+        after = rows[-1]["run_id"]

@@ -66,17 +66,18 @@ def golden_rows(source: str, sha: str, parsed: dict) -> list[dict]:
     return rows
 
 
-def record_references(con: duckdb.DuckDBPyConnection, wh: Warehouse, landed: Sequence[dict]) -> bool:
+def record_references(con: duckdb.DuckDBPyConnection, wh: Warehouse, landed: Sequence[dict]) -> list[str]:
     """Take each landed reference file whose bytes are new into `golden_commits` (replacing that source's
-    rows) and its refused parts into `snapshot_quarantine`; returns whether anything changed."""
+    rows) and its refused parts into `snapshot_quarantine`; returns the keys of the files taken in (their
+    quarantine rows' `revision_key`)."""
     known = set(con.execute("SELECT source, path, sha256 FROM reference_files").fetchall())
-    changed = False
+    taken = []
     for record in landed:
         source, path, sha = record["source"], record["path"], record["sha256"]
         if (source, path, sha) in known:
             continue
-        changed = True
         key = f"{source}:{path}@{sha[:12]}"
+        taken.append(key)
         data = wh.load_raw(sha)
         try:
             parsed, refused = parse_golden(data)
@@ -96,4 +97,4 @@ def record_references(con: duckdb.DuckDBPyConnection, wh: Warehouse, landed: Seq
         con.execute("INSERT INTO reference_files VALUES (?, ?, ?, ?, ?)",
                     [source, path, sha, "accepted" if parsed is not None else "refused",
                      None if parsed is not None else refused[0][1]]).fetchall()
-    return changed
+    return taken

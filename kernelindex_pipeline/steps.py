@@ -26,10 +26,14 @@ from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normaliz
 from kernelindex_pipeline.ranking import RANKS_SQL
 from kernelindex_pipeline.references import record_references
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
-from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed
+from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
 
 # ingest_state key holding the fingerprint of the evidence files the warehouse was built from.
 EVIDENCE_KEY = "evidence"
+# ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
+# home built otherwise has them recomputed from all of history once, then publication by publication.
+DERIVED_KEY = "derived"
+DERIVED_VERSION = "scoped-1"
 
 # How a landed revision is recorded in `snapshots.state`.
 LISTED = "listed"  # bytes fetched; parsed into observations and quarantine rows
@@ -106,30 +110,87 @@ def evidence_fingerprint(directory: Path, attestations_dir: Path | None = None) 
 
 def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = None) -> Publication:
     """Take every landed revision not yet published, the evidence files and the attestation files into the
-    next generation."""
+    next generation. The derived tables change only where the new revisions or evidence reach (`mark_scope`)."""
     with wh.publish() as staging:
         con = staging.con
+        con.execute("DELETE FROM publication_changes")
         snapshots = record_snapshots(con, wh.landed())
         observations = normalize_snapshots(con, wh, snapshots.details["keys"])
-        if record_references(con, wh, wh.landed_references()):
-            staging.changed = True
+        references = record_references(con, wh, wh.landed_references())
         fingerprint = evidence_fingerprint(evidence_dir, attestations_dir)
-        [(stored,)] = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?", [EVIDENCE_KEY]).fetchall()
-        if stored != fingerprint or snapshots.changed:
+        evidence_changed = _state(con, EVIDENCE_KEY) != fingerprint
+        if evidence_changed:
             loaded = load_controlled_evidence(con, evidence_dir)
-            con.execute("DELETE FROM ingest_state WHERE key = ?", [EVIDENCE_KEY]).fetchall()
-            con.execute("INSERT INTO ingest_state VALUES (?, ?)", [EVIDENCE_KEY, fingerprint]).fetchall()
-            staging.changed = True
+            _set_state(con, EVIDENCE_KEY, fingerprint)
         else:
             loaded = StepResult(0, False, {"refused": 0, "files": 0})
+        everything = _state(con, DERIVED_KEY) != DERIVED_VERSION
+        if everything:
+            _set_state(con, DERIVED_KEY, DERIVED_VERSION)
+        staging.changed |= bool(snapshots.changed or references or evidence_changed or everything)
         if staging.changed:
-            runs = rebuild_runs(con, wh)
-            manifests = rebuild_manifests(con)
+            in_scope = mark_scope(con, snapshots.details["keys"] + references, evidence_changed, everything)
+            runs = update_runs(con, wh)
+            runs.details["in_scope"] = in_scope
+            manifests = update_manifests(con)
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
-            ranks = rebuild_ranks(con)
+            ranks = update_ranks(con)
         else:
             runs = manifests = ranks = StepResult(0, False)
         return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks)
+
+
+def _state(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    [(value,)] = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?", [key]).fetchall()
+    return value
+
+
+def _set_state(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+    con.execute("DELETE FROM ingest_state WHERE key = ?", [key]).fetchall()
+    con.execute("INSERT INTO ingest_state VALUES (?, ?)", [key, value]).fetchall()
+
+
+def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence_changed: bool,
+               everything: bool) -> int:
+    """Name what this publication can change, as temporary tables the derived queries read:
+
+    - `scope_revisions`: the revisions (and reference files) published now;
+    - `scope_runs`: the runs they list, the runs the previous newest listing of each stream they touch
+      listed (their withdrawal may change), and every controlled run when the evidence changed;
+    - `scope_groups`: the comparison groups of those runs (`update_runs` adds the groups of new runs), or
+      every group when the evidence changed.
+
+    With `everything` (an empty home, or one whose derived tables were built another way) the scope is all
+    of history. Returns the number of runs in scope."""
+    if everything:
+        con.execute("CREATE OR REPLACE TEMP TABLE scope_revisions AS "
+                    "SELECT revision_key FROM snapshots UNION SELECT revision_key FROM snapshot_quarantine")
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE scope_revisions AS SELECT unnest(?::VARCHAR[]) AS revision_key",
+                    [list(new_keys)])
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE scope_runs AS
+        WITH touched AS (
+            SELECT DISTINCT stream FROM snapshots WHERE revision_key IN (SELECT revision_key FROM scope_revisions)
+        ), previous_newest AS (
+            SELECT arg_max(revision_key, committed_at) AS revision_key FROM snapshots
+            WHERE stream IN (SELECT stream FROM touched)
+              AND revision_key NOT IN (SELECT revision_key FROM scope_revisions)
+              AND coalesce(state, '{LISTED}') IN ('{LISTED}', '{DELETED}')
+            GROUP BY stream
+        )
+        SELECT run_id FROM observations
+        WHERE revision_key IN (SELECT revision_key FROM scope_revisions)
+           OR revision_key IN (SELECT revision_key FROM previous_newest)
+        UNION SELECT run_id FROM controlled_runs WHERE $reload
+        UNION SELECT run_id FROM runs WHERE $reload AND evidence_level = '{catalog.CONTROLLED}'
+        UNION SELECT run_id FROM runs WHERE $everything""",
+                {"reload": evidence_changed or everything, "everything": everything})
+    # Changed evidence can settle any source claim (claims.py), so it puts every group in scope.
+    con.execute("CREATE OR REPLACE TEMP TABLE scope_groups AS SELECT DISTINCT comparison_key FROM runs "
+                "WHERE run_id IN (SELECT run_id FROM scope_runs) OR $reload", {"reload": evidence_changed or everything})
+    [(count,)] = con.execute("SELECT count(*) FROM scope_runs").fetchall()
+    return count
 
 
 def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> StepResult:
@@ -237,7 +298,8 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
     else:
         changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM controlled_runs WHERE false")
     con.register("r_new", pa.Table.from_pylist(
-        [{**r, "source_revision": None, "revision_key": None} for r in refused], schema=QUARANTINE_SCHEMA))
+        [{**r, "source_revision": None, "revision_key": f"evidence/{r['source']}"} for r in refused],
+        schema=QUARANTINE_SCHEMA))
     changed |= replace_if_changed(con, "evidence_quarantine", "SELECT * FROM r_new")
     con.unregister("r_new")
     if workloads:
@@ -261,17 +323,29 @@ FROM snapshots WHERE state = '{UNLISTED}'
 """
 
 
-def rebuild_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
-    """`runs` from every observation and controlled run; `quarantine` from every refused line."""
-    changed = replace_if_changed(con, "runs", f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id")
+IN_SCOPE = "run_id IN (SELECT run_id FROM scope_runs)"
+IN_SCOPE_GROUPS = "comparison_key IN (SELECT comparison_key FROM scope_groups)"
+# The quarantine rows a publication recomputes: its revisions' lines and conflicts, the evidence files'
+# refusals and the attestation files' (appended again by `load_attestation_files`).
+QUARANTINE_IN_SCOPE = ("revision_key IN (SELECT revision_key FROM scope_revisions) OR revision_key IS NULL "
+                       "OR revision_key LIKE 'evidence/%' OR revision_key LIKE 'attestations/%'")
+
+
+def update_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
+    """The `runs` rows in scope from their observations and controlled runs; the `quarantine` rows of the
+    revisions in scope and of the evidence files."""
+    changed = replace_where(con, "runs", IN_SCOPE, f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id", key="run_id")
+    con.execute(f"INSERT INTO scope_groups SELECT DISTINCT comparison_key FROM runs WHERE {IN_SCOPE} "
+                "EXCEPT SELECT comparison_key FROM scope_groups")
     conflicts = con.sql(CONFLICTS_SQL).to_arrow_table()
     con.register("conflicts", _conflicts_with_lines(wh, con, conflicts))
-    changed |= replace_if_changed(
-        con, "quarantine",
+    changed |= replace_where(
+        con, "quarantine", QUARANTINE_IN_SCOPE,
         "SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM snapshot_quarantine "
+        "WHERE revision_key IN (SELECT revision_key FROM scope_revisions) "
         "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
         "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine "
-        f"UNION ALL {UNLISTED_QUARANTINE_SQL}",
+        f"UNION ALL SELECT * FROM ({UNLISTED_QUARANTINE_SQL}) WHERE revision_key IN (SELECT revision_key FROM scope_revisions)",
     )
     con.unregister("conflicts")
     [(count,)] = con.execute("SELECT count(*) FROM runs").fetchall()
@@ -315,10 +389,18 @@ def load_attestation_files(con: duckdb.DuckDBPyConnection, directory: Path | Non
     return accepted.num_rows
 
 
-def rebuild_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
-    con.register("m_new", build_manifests(con))
-    changed = replace_if_changed(con, "manifests", "SELECT * FROM m_new ORDER BY run_id")
-    con.unregister("m_new")
+def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
+    """The manifests of the runs in scope (a run's manifest never depends on its withdrawal, so the others
+    stand as they are)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _manifests AS SELECT * FROM manifests WHERE false")
+    for page in build_manifests(con):
+        con.register("m_page", page)
+        con.execute("INSERT INTO _manifests SELECT * FROM m_page")
+        con.unregister("m_page")
+    # The run digest covers the whole manifest (the protocol and environment through their digests).
+    changed = replace_where(con, "manifests", IN_SCOPE, "SELECT * FROM _manifests ORDER BY run_id", key="run_id",
+                            compare="run_id, run_digest")
+    con.execute("DROP TABLE _manifests")
     [(count,)] = con.execute("SELECT count(*) FROM manifests").fetchall()
     return StepResult(count, changed, {"first_published": record_first_publications(con)})
 
@@ -334,11 +416,17 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
     return added
 
 
-def rebuild_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
-    changed = replace_if_changed(con, "ranks", f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id")
-    changed |= replace_if_changed(con, "reproductions", f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL")
+def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
+    """Ranks, reproductions and claim checks of the comparison groups in scope."""
+    changed = replace_where(con, "ranks", IN_SCOPE_GROUPS, f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id",
+                            key="comparison_key")
+    group_runs = f"SELECT run_id FROM runs WHERE {IN_SCOPE_GROUPS}"
+    changed |= replace_where(con, "reproductions",
+                             f"controlled_run_id IN ({group_runs}) OR source_run_id IN ({group_runs})",
+                             f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL", key="source_run_id")
     con.register("cc_new", claims.claim_checks(con))
-    changed |= replace_if_changed(con, "claim_checks", "SELECT * FROM cc_new ORDER BY ALL")
+    changed |= replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
+                             key="comparison_key")
     con.unregister("cc_new")
     [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
     [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()

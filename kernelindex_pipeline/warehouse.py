@@ -40,6 +40,12 @@ from kernelindex_pipeline.views import VIEWS_SQL
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
 # Every table with a Parquet copy under tables/: the contract tables and what analysts join them with.
 PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
+# Tables that grow with history have their Parquet copy in parts, `tables/<table>/<epoch>.parquet`, one per
+# first publication of the runs it holds (`publications.published_at`, which never changes): a publication
+# writes the parts holding rows it changed (`publication_changes`) and links the others from the previous
+# generation, so its cost follows what it changed.
+PARTED_TABLES = ("runs", "manifests")
+PART_STAMP = "epoch(p.published_at)::BIGINT"
 
 # New files are written in the storage format of DuckDB 1.4, which every DuckDB since reads: the CLI
 # analysts install from the package registry (duckdb-cli 1.5.x) cannot open DuckDB 2.0's own format.
@@ -113,6 +119,10 @@ class Warehouse:
     def exists(self) -> bool:
         return self.db_path.exists()
 
+    def parquet(self, table: str) -> str:
+        """What `read_parquet` takes for a table's Parquet copy: its file, or the glob of its parts."""
+        return str(self.tables_dir / (f"{table}/*.parquet" if table in PARTED_TABLES else f"{table}.parquet"))
+
     # -- readers ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -174,7 +184,8 @@ class Warehouse:
                 yield staging
                 if staging.changed:
                     con = staging.con = _compact_if_sparse(con, db)
-                    _write_parquet_set(con, path / "tables")
+                    previous = self.current.resolve() / "tables" if self.current.is_symlink() else None
+                    _write_parquet_set(con, path / "tables", previous)
                 con.execute("CHECKPOINT")
                 con.close()
                 if staging.changed:
@@ -299,10 +310,32 @@ def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckD
     return duckdb.connect(str(db))
 
 
-def _write_parquet_set(con: duckdb.DuckDBPyConnection, directory: Path) -> None:
+def _write_parquet_set(con: duckdb.DuckDBPyConnection, directory: Path, previous: Path | None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for table in PARQUET_TABLES:
-        con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{directory / table}.parquet' (FORMAT parquet)")
+        if table in PARTED_TABLES:
+            _write_parts(con, table, directory / table, previous / table if previous else None)
+        else:
+            con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{directory / table}.parquet' (FORMAT parquet)")
+
+
+def _write_parts(con: duckdb.DuckDBPyConnection, table: str, directory: Path, previous: Path | None) -> None:
+    """A table's Parquet parts (see PARTED_TABLES): those holding a row this publication changed are
+    written, the others hard-linked from the previous generation's."""
+    directory.mkdir()
+    parted = f"FROM {table} t JOIN publications p USING (run_id)"
+    stamps = [s for (s,) in con.execute(f"SELECT DISTINCT {PART_STAMP} {parted}").fetchall()]
+    changed = {s for (s,) in con.execute(
+        f"SELECT DISTINCT {PART_STAMP} FROM publications p "
+        "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [table]).fetchall()}
+    for stamp in stamps:
+        part = directory / f"published-{stamp}.parquet"
+        kept = previous / part.name if previous is not None and stamp not in changed else None
+        if kept is not None and kept.is_file():
+            os.link(kept, part)
+        else:
+            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_STAMP} = ? ORDER BY ALL) TO '{part}' (FORMAT parquet)",
+                        [stamp])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -371,14 +404,36 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str,
 
 def replace_if_changed(con: duckdb.DuckDBPyConnection, table: str, query: str, params=None) -> bool:
     """Replace a table's rows with a query's, only where they differ; returns whether anything changed."""
+    return replace_where(con, table, "true", query, params)
+
+
+def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query: str, params=None,
+                  key: str | None = None, compare: str = "*") -> bool:
+    """Make the rows of `table` that satisfy `where` those of `query`; returns whether anything changed.
+
+    With `key` (an expression naming a row), only the rows whose key gained, lost or changed a row are
+    deleted and written, so unchanged rows keep their place in the file, and those keys are added to
+    `publication_changes` (what this publication changed, by table); without it, any difference
+    replaces all the rows that satisfy `where`. `compare` names the columns that tell rows apart (a digest
+    of the others, say). The cost follows the rows in `where`, not the table."""
     columns = ", ".join(name for name, _ in table_columns(con, table))
     con.execute(f"CREATE OR REPLACE TEMP TABLE _next AS SELECT {columns} FROM ({query})", params or [])
-    [(differs,)] = con.execute(
-        f"SELECT EXISTS (SELECT * FROM _next EXCEPT ALL SELECT * FROM {table}) "
-        f"OR EXISTS (SELECT * FROM {table} EXCEPT ALL SELECT * FROM _next)"
-    ).fetchall()
-    if differs:
-        con.execute(f"DELETE FROM {table}")
-        con.execute(f"INSERT INTO {table} SELECT * FROM _next")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {columns} FROM {table} WHERE {where}")
+    differ = (f"SELECT * FROM (SELECT {compare} FROM _next EXCEPT ALL SELECT {compare} FROM _previous) "
+              f"UNION ALL SELECT * FROM (SELECT {compare} FROM _previous EXCEPT ALL SELECT {compare} FROM _next)")
+    if key is None:
+        [(changed,)] = con.execute(f"SELECT EXISTS ({differ})").fetchall()
+        if changed:
+            con.execute(f"DELETE FROM {table} WHERE {where}")
+            con.execute(f"INSERT INTO {table} SELECT * FROM _next")
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _keys AS SELECT DISTINCT {key} AS k FROM ({differ})")
+        [(changed,)] = con.execute("SELECT count(*) > 0 FROM _keys").fetchall()
+        if changed:
+            con.execute(f"DELETE FROM {table} WHERE ({where}) AND {key} IN (SELECT k FROM _keys)")
+            con.execute(f"INSERT INTO {table} SELECT * FROM _next WHERE {key} IN (SELECT k FROM _keys)")
+            con.execute("INSERT INTO publication_changes SELECT ?, k::VARCHAR FROM _keys", [table])
+        con.execute("DROP TABLE _keys")
     con.execute("DROP TABLE _next")
-    return bool(differs)
+    con.execute("DROP TABLE _previous")
+    return bool(changed)

@@ -107,8 +107,9 @@ def warehouse_state(home: Path) -> dict[str, str]:
     with wh.reader() as con:
         for table in all_tables(con):
             state[f"table:{table}"] = table_checksum(con, table)
-        for path in sorted(wh.tables_dir.glob("*.parquet")):
-            state[f"parquet:{path.stem}"] = rows_checksum(con, f"read_parquet('{path.resolve()}')")
+        for path in sorted(wh.tables_dir.iterdir()):  # a table's Parquet copy: one file, or a folder of parts
+            files = path.resolve() / "*.parquet" if path.is_dir() else path.resolve()
+            state[f"parquet:{path.name.removesuffix('.parquet')}"] = rows_checksum(con, f"read_parquet('{files}')")
     for path in sorted(wh.raw_dir.rglob("*")):
         if path.is_file():
             state[f"file:{path.relative_to(home)}"] = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -29,7 +29,7 @@ from conftest import (
     write_snapshot_dir,
 )
 
-from kernelindex_pipeline.warehouse import PARQUET_TABLES
+from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
 
 KILLS = 12
 
@@ -41,7 +41,7 @@ def next_source(tmp_path_factory):
 
 def parquet_rows_match_tables(home) -> None:
     for table in PARQUET_TABLES:
-        assert query(home, "SELECT * FROM read_parquet(?) ORDER BY ALL", [str(home / "tables" / f"{table}.parquet")]) \
+        assert query(home, "SELECT * FROM read_parquet(?) ORDER BY ALL", [Warehouse(home).parquet(table)]) \
             == query(home, f"SELECT * FROM {table} ORDER BY ALL"), table
 
 

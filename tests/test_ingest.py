@@ -23,7 +23,7 @@ def checksums(wh: Warehouse) -> dict[str, str]:
 
 
 def parquet_bytes(wh: Warehouse) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(wh.tables_dir.glob("*.parquet"))}
+    return {str(p.relative_to(wh.tables_dir)): p.read_bytes() for p in sorted(wh.tables_dir.rglob("*.parquet"))}
 
 
 def test_every_upstream_file_and_revision_is_ingested(shipped_warehouse):

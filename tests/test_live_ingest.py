@@ -25,7 +25,7 @@ from conftest import (
 )
 from upstream_server import UpstreamServer
 
-from kernelindex_pipeline.warehouse import CONTRACT_TABLES
+from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse
 
 SNAPSHOT_COLUMNS = "revision_key, source, stream, source_file, commit, committed_at, sha256, bytes"
 
@@ -43,8 +43,8 @@ def test_full_http_backfill_equals_the_directory_source(tmp_path, full_directory
     assert contract_tables(home) == contract_tables(full_directory_warehouse)
     for table in CONTRACT_TABLES:  # and the Parquet copies hold the same rows
         sql = "SELECT * FROM read_parquet(?) ORDER BY ALL"
-        assert query(home, sql, [str(home / "tables" / f"{table}.parquet")]) == \
-            query(full_directory_warehouse, sql, [str(full_directory_warehouse / "tables" / f"{table}.parquet")])
+        assert query(home, sql, [Warehouse(home).parquet(table)]) == \
+            query(full_directory_warehouse, sql, [Warehouse(full_directory_warehouse).parquet(table)])
     snapshots = f"SELECT {SNAPSHOT_COLUMNS} FROM snapshots ORDER BY ALL"
     assert query(home, snapshots) == query(full_directory_warehouse, snapshots)
     assert {loc for (loc,) in query(home, "SELECT DISTINCT location FROM snapshots")} == {url}

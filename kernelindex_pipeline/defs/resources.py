@@ -12,6 +12,8 @@ from kernelindex_pipeline.warehouse import Warehouse
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 SHIPPED_UPSTREAM = REPO_DATA / "upstream" / "liger-kernel"
+SHIPPED_GH_PAGES = REPO_DATA / "upstream" / "liger-kernel-gh-pages"
+SHIPPED_SOURCES = (SHIPPED_UPSTREAM, SHIPPED_GH_PAGES)
 SHIPPED_EVIDENCE = REPO_DATA / "evidence"
 SHIPPED_ATTESTATIONS = REPO_DATA / "attestations"
 

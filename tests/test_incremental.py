@@ -1,0 +1,97 @@
+"""Publishing revision by revision gives the warehouse one publication of them all gives, at a cost that
+follows what each publication adds (`steps.mark_scope`), and Parquet parts that only change where rows did."""
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from kernelindex_pipeline import steps
+from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE, SHIPPED_GH_PAGES, SHIPPED_UPSTREAM
+from kernelindex_pipeline.sources import DirectorySource, FileDeletedAtRevision
+from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
+
+# Every table a publication derives, and what tells two builds apart in the others (`publication` numbers
+# the order of publications, which differs by construction).
+COMPARED = {"runs": "*", "manifests": "*", "ranks": "*", "quarantine": "*", "reproductions": "*",
+            "claim_checks": "*", "observations": "*", "snapshot_quarantine": "*", "golden_commits": "*",
+            "snapshots": "* EXCLUDE (publication)", "publications": "run_id"}
+
+
+def _revisions() -> list:
+    """The newest main-branch revisions and the oldest gh-pages runs (a rewritten run and a removed one among
+    them), oldest first: enough to move ranks and withdraw runs, small enough for a quick test."""
+    main = DirectorySource(str(SHIPPED_UPSTREAM)).list_revisions()[-8:]
+    pages = DirectorySource(str(SHIPPED_GH_PAGES)).list_revisions()[:10]
+    return sorted(main + pages)
+
+
+def _publish(wh: Warehouse, revisions, evidence: Path) -> steps.Publication:
+    for revision in revisions:
+        source = DirectorySource(revision.location)
+        try:
+            steps.land_revision(wh, revision, source.read(revision))
+        except FileDeletedAtRevision:
+            steps.land_revision(wh, revision, b"", state=steps.DELETED)
+    return steps.publish(wh, evidence)
+
+
+def _rows(home: Path, table: str, columns: str) -> list[tuple]:
+    with Warehouse(home).reader() as con:
+        return con.execute(f"SELECT {columns} FROM {table} ORDER BY ALL").fetchall()
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """(one publication of every revision and the evidence, the same published in six steps)."""
+    revisions = _revisions()
+    assert any(r.path == "benchmarks/855e98d/benchmark.csv" for r in revisions[:12])  # rewritten, then removed
+    no_evidence = tmp_path_factory.mktemp("no-evidence")
+    at_once = Warehouse(tmp_path_factory.mktemp("at-once"))
+    _publish(at_once, revisions, SHIPPED_EVIDENCE)
+    stepwise = Warehouse(tmp_path_factory.mktemp("stepwise"))
+    scopes = [_publish(stepwise, revisions[:8], no_evidence).runs.details["in_scope"],
+              _publish(stepwise, [], SHIPPED_EVIDENCE).runs.details["in_scope"]]
+    for chunk in (revisions[8:12], revisions[12:13], revisions[13:17], revisions[17:]):
+        scopes.append(_publish(stepwise, chunk, SHIPPED_EVIDENCE).runs.details["in_scope"])
+    return at_once.home, stepwise.home, scopes
+
+
+@pytest.mark.parametrize("table", sorted(COMPARED))
+def test_publishing_step_by_step_equals_one_publication(builds, table):
+    at_once, stepwise, _ = builds
+    assert _rows(stepwise, table, COMPARED[table]) == _rows(at_once, table, COMPARED[table])
+
+
+def test_each_parquet_copy_holds_its_table(builds):
+    _, stepwise, _ = builds
+    wh = Warehouse(stepwise)
+    with duckdb.connect() as con:
+        for table in PARQUET_TABLES:
+            parquet = con.execute("SELECT * FROM read_parquet(?) ORDER BY ALL", [wh.parquet(table)]).fetchall()
+            assert parquet == _rows(stepwise, table, "*"), table
+
+
+def test_a_publication_recomputes_only_the_runs_it_touches(builds):
+    at_once, _, scopes = builds
+    [(runs,)] = _rows(at_once, "(SELECT count(*) FROM runs)", "*")
+    [(controlled,)] = _rows(at_once, "(SELECT count(*) FROM controlled_runs)", "*")
+    assert scopes[1] == controlled  # new evidence: the controlled runs, no source run
+    assert all(0 < scope < runs / 2 for scope in scopes[2:]), scopes
+
+
+def test_a_nightly_links_the_parquet_parts_it_did_not_change(builds, tmp_path):
+    _, stepwise, _ = builds
+    home = tmp_path / "home"
+    shutil.copytree(stepwise, home, symlinks=True)
+    wh = Warehouse(home)
+    before = {p.name: p.stat().st_ino for p in (wh.tables_dir / "manifests").iterdir()}
+    newest = DirectorySource(str(SHIPPED_UPSTREAM)).list_revisions()[-1]
+    later = newest.__class__(**{**newest.__dict__, "commit": "f" * 40, "committed_at": "2030-01-01T00:00:00+00:00"})
+    data = DirectorySource(str(SHIPPED_UPSTREAM)).read(newest).replace(b",2025-", b",2029-").replace(b",2026-", b",2030-")
+    steps.land_revision(wh, later, data)
+    assert steps.publish(wh, SHIPPED_EVIDENCE).published
+    after = {p.name: p.stat().st_ino for p in (wh.tables_dir / "manifests").iterdir()}
+    assert set(before) < set(after)  # one part more, for the new runs' manifests
+    assert all(after[name] == inode for name, inode in before.items())  # the others are the same files
