@@ -15,10 +15,16 @@ first, and `run_listings` every listing.
 Both queries work on a scope, so that a publication costs what it adds: `scope_runs` (run_id), the runs
 whose rows may change, and `scope_revisions` (revision_key), the revisions newly published. A run's row
 depends only on its own listings and on each stream's newest listing, so recomputing the runs in scope
-gives the same rows a rebuild of all history would (steps.py decides the scope).
+gives the same rows a rebuild of all history would (derived.py decides the scope).
 """
 
 from __future__ import annotations
+
+# How a landed revision is recorded in `snapshots.state`.
+LISTED = "listed"  # bytes fetched; parsed into observations and quarantine rows
+DELETED = "deleted"  # the revision deleted the file: no rows, the file's runs are withdrawn from then on
+UNLISTED = "unlisted"  # a registered revision upstream no longer lists: nothing fetched, nothing withdrawn
+UNPARSEABLE = "unparseable"  # bytes that are not a CSV file at all: every line quarantined, nothing withdrawn
 
 RUNS_SQL = """
 WITH o AS (

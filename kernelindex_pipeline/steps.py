@@ -3,7 +3,8 @@
 Fetching lands revisions: their bytes go to the content-addressed raw store and a small record of each
 goes to `landing/`. Publishing turns every landed revision not yet in the warehouse, and the committed
 rerun evidence, into the next generation of the warehouse in one go (`Warehouse.publish`): snapshots,
-observations, runs, manifests, ranks and their Parquet copies change together or not at all.
+observations, runs, manifests, ranks and their Parquet copies change together or not at all. What a
+publication derives from them (runs, manifests, ranks, claim checks) is in derived.py.
 """
 
 from __future__ import annotations
@@ -11,22 +12,27 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
-from kernelindex_pipeline import catalog, claims, evidence
-from kernelindex_pipeline.attestations import load_attestations
-from kernelindex_pipeline.history import CONFLICTS_SQL, RUNS_SQL
+from kernelindex_pipeline import catalog, evidence
+from kernelindex_pipeline.derived import (
+    StepResult,
+    load_attestation_files,
+    mark_scope,
+    update_manifests,
+    update_ranks,
+    update_runs,
+)
+from kernelindex_pipeline.history import DELETED, LISTED, UNLISTED, UNPARSEABLE  # noqa: F401 - the states callers land with
 from kernelindex_pipeline.identity import digest
-from kernelindex_pipeline.manifests import build_manifests
 from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normalize
-from kernelindex_pipeline.ranking import RANKS_SQL
 from kernelindex_pipeline.references import record_references
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
-from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
+from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed
 
 # ingest_state key holding the fingerprint of the evidence files the warehouse was built from.
 EVIDENCE_KEY = "evidence"
@@ -34,20 +40,6 @@ EVIDENCE_KEY = "evidence"
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
 DERIVED_VERSION = "scoped-1"
-
-# How a landed revision is recorded in `snapshots.state`.
-LISTED = "listed"  # bytes fetched; parsed into observations and quarantine rows
-DELETED = "deleted"  # the revision deleted the file: no rows, the file's runs are withdrawn from then on
-UNLISTED = "unlisted"  # a registered revision upstream no longer lists: nothing fetched, nothing withdrawn
-UNPARSEABLE = "unparseable"  # bytes that are not a CSV file at all: every line quarantined, nothing withdrawn
-
-
-@dataclass
-class StepResult:
-    rows: int
-    changed: bool
-    details: dict = field(default_factory=dict)
-
 
 @dataclass
 class Publication:
@@ -148,49 +140,6 @@ def _state(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
 def _set_state(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
     con.execute("DELETE FROM ingest_state WHERE key = ?", [key]).fetchall()
     con.execute("INSERT INTO ingest_state VALUES (?, ?)", [key, value]).fetchall()
-
-
-def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence_changed: bool,
-               everything: bool) -> int:
-    """Name what this publication can change, as temporary tables the derived queries read:
-
-    - `scope_revisions`: the revisions (and reference files) published now;
-    - `scope_runs`: the runs they list, the runs the previous newest listing of each stream they touch
-      listed (their withdrawal may change), and every controlled run when the evidence changed;
-    - `scope_groups`: the comparison groups of those runs (`update_runs` adds the groups of new runs), or
-      every group when the evidence changed.
-
-    With `everything` (an empty home, or one whose derived tables were built another way) the scope is all
-    of history. Returns the number of runs in scope."""
-    if everything:
-        con.execute("CREATE OR REPLACE TEMP TABLE scope_revisions AS "
-                    "SELECT revision_key FROM snapshots UNION SELECT revision_key FROM snapshot_quarantine")
-    else:
-        con.execute("CREATE OR REPLACE TEMP TABLE scope_revisions AS SELECT unnest(?::VARCHAR[]) AS revision_key",
-                    [list(new_keys)])
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE scope_runs AS
-        WITH touched AS (
-            SELECT DISTINCT stream FROM snapshots WHERE revision_key IN (SELECT revision_key FROM scope_revisions)
-        ), previous_newest AS (
-            SELECT arg_max(revision_key, committed_at) AS revision_key FROM snapshots
-            WHERE stream IN (SELECT stream FROM touched)
-              AND revision_key NOT IN (SELECT revision_key FROM scope_revisions)
-              AND coalesce(state, '{LISTED}') IN ('{LISTED}', '{DELETED}')
-            GROUP BY stream
-        )
-        SELECT run_id FROM observations
-        WHERE revision_key IN (SELECT revision_key FROM scope_revisions)
-           OR revision_key IN (SELECT revision_key FROM previous_newest)
-        UNION SELECT run_id FROM controlled_runs WHERE $reload
-        UNION SELECT run_id FROM runs WHERE $reload AND evidence_level = '{catalog.CONTROLLED}'
-        UNION SELECT run_id FROM runs WHERE $everything""",
-                {"reload": evidence_changed or everything, "everything": everything})
-    # Changed evidence can settle any source claim (claims.py), so it puts every group in scope.
-    con.execute("CREATE OR REPLACE TEMP TABLE scope_groups AS SELECT DISTINCT comparison_key FROM runs "
-                "WHERE run_id IN (SELECT run_id FROM scope_runs) OR $reload", {"reload": evidence_changed or everything})
-    [(count,)] = con.execute("SELECT count(*) FROM scope_runs").fetchall()
-    return count
 
 
 def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> StepResult:
@@ -312,122 +261,3 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         con.unregister("w_new")
     return StepResult(len(runs), changed, {"refused": len(refused),
                                            "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})
-
-
-# Revision-level records in `quarantine`: revisions registered but no longer listed upstream.
-UNLISTED_QUARANTINE_SQL = f"""
-SELECT coalesce(source_file, stream) AS source, commit AS source_revision, 0 AS line_number,
-    'upstream no longer lists this revision: nothing was fetched, no run withdrawn' AS reason, '' AS raw_line,
-    revision_key
-FROM snapshots WHERE state = '{UNLISTED}'
-"""
-
-
-IN_SCOPE = "run_id IN (SELECT run_id FROM scope_runs)"
-IN_SCOPE_GROUPS = "comparison_key IN (SELECT comparison_key FROM scope_groups)"
-# The quarantine rows a publication recomputes: its revisions' lines and conflicts, the evidence files'
-# refusals and the attestation files' (appended again by `load_attestation_files`).
-QUARANTINE_IN_SCOPE = ("revision_key IN (SELECT revision_key FROM scope_revisions) OR revision_key IS NULL "
-                       "OR revision_key LIKE 'evidence/%' OR revision_key LIKE 'attestations/%'")
-
-
-def update_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
-    """The `runs` rows in scope from their observations and controlled runs; the `quarantine` rows of the
-    revisions in scope and of the evidence files."""
-    changed = replace_where(con, "runs", IN_SCOPE, f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id", key="run_id")
-    con.execute(f"INSERT INTO scope_groups SELECT DISTINCT comparison_key FROM runs WHERE {IN_SCOPE} "
-                "EXCEPT SELECT comparison_key FROM scope_groups")
-    conflicts = con.sql(CONFLICTS_SQL).to_arrow_table()
-    con.register("conflicts", _conflicts_with_lines(wh, con, conflicts))
-    changed |= replace_where(
-        con, "quarantine", QUARANTINE_IN_SCOPE,
-        "SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM snapshot_quarantine "
-        "WHERE revision_key IN (SELECT revision_key FROM scope_revisions) "
-        "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
-        "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine "
-        f"UNION ALL SELECT * FROM ({UNLISTED_QUARANTINE_SQL}) WHERE revision_key IN (SELECT revision_key FROM scope_revisions)",
-    )
-    con.unregister("conflicts")
-    [(count,)] = con.execute("SELECT count(*) FROM runs").fetchall()
-    [(quarantined,)] = con.execute("SELECT count(*) FROM quarantine").fetchall()
-    return StepResult(count, changed, {"quarantined": quarantined})
-
-
-def _conflicts_with_lines(wh: Warehouse, con, conflicts: pa.Table) -> pa.Table:
-    """Attach the raw line of each conflicting listing from the stored snapshot bytes."""
-    rows = conflicts.to_pylist()
-    shas = dict(con.execute("SELECT revision_key, sha256 FROM snapshots").fetchall()) if rows else {}
-    lines: dict[str, list[str]] = {}
-    for row in rows:
-        key = row["revision_key"]
-        if key not in lines:
-            lines[key] = wh.load_raw(shas[key]).decode("utf-8", errors="replace").splitlines()
-        n = row["line_number"]
-        row["raw_line"] = lines[key][n - 1] if 0 < n <= len(lines[key]) else ""
-    return pa.Table.from_pylist(rows, schema=pa.schema([
-        ("source", pa.string()), ("source_revision", pa.string()), ("line_number", pa.int64()), ("reason", pa.string()),
-        ("revision_key", pa.string()), ("raw_line", pa.string())]))
-
-
-def load_attestation_files(con: duckdb.DuckDBPyConnection, directory: Path | None) -> int:
-    """`attestations` from the attestation files; each refused file becomes a `quarantine` row."""
-    targets = {}
-    for run_id, run_digest, metric in con.execute(
-            "SELECT r.run_id, m.run_digest, r.metric FROM runs r JOIN manifests m USING (run_id)").fetchall():
-        targets[run_id] = targets[run_digest] = (run_id, metric)
-    accepted, refused = load_attestations(directory, targets)
-    con.register("a_new", accepted)
-    replace_if_changed(con, "attestations", "SELECT * FROM a_new ORDER BY attestation_id")
-    con.unregister("a_new")
-    con.register("a_refused", refused)
-    con.execute("""
-        INSERT INTO quarantine BY NAME
-        SELECT 'attestations' AS source, sha256 AS source_revision, 0 AS line_number, reason, raw AS raw_line,
-            'attestations/' || file AS revision_key
-        FROM a_refused""").fetchall()
-    con.unregister("a_refused")
-    return accepted.num_rows
-
-
-def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
-    """The manifests of the runs in scope (a run's manifest never depends on its withdrawal, so the others
-    stand as they are)."""
-    con.execute("CREATE OR REPLACE TEMP TABLE _manifests AS SELECT * FROM manifests WHERE false")
-    for page in build_manifests(con):
-        con.register("m_page", page)
-        con.execute("INSERT INTO _manifests SELECT * FROM m_page")
-        con.unregister("m_page")
-    # The run digest covers the whole manifest (the protocol and environment through their digests).
-    changed = replace_where(con, "manifests", IN_SCOPE, "SELECT * FROM _manifests ORDER BY run_id", key="run_id",
-                            compare="run_id, run_digest")
-    con.execute("DROP TABLE _manifests")
-    [(count,)] = con.execute("SELECT count(*) FROM manifests").fetchall()
-    return StepResult(count, changed, {"first_published": record_first_publications(con)})
-
-
-def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
-    """Stamp each run published for the first time with this publication's time; a run's stamp, once
-    written, never changes (a record page's "Published" date), even if the run is withdrawn and listed again."""
-    [(added,)] = con.execute("""
-        INSERT INTO publications
-        SELECT run_id, date_trunc('second', get_current_timestamp()) FROM manifests
-        WHERE run_id NOT IN (SELECT run_id FROM publications)
-    """).fetchall()
-    return added
-
-
-def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
-    """Ranks, reproductions and claim checks of the comparison groups in scope."""
-    changed = replace_where(con, "ranks", IN_SCOPE_GROUPS, f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id",
-                            key="comparison_key")
-    group_runs = f"SELECT run_id FROM runs WHERE {IN_SCOPE_GROUPS}"
-    changed |= replace_where(con, "reproductions",
-                             f"controlled_run_id IN ({group_runs}) OR source_run_id IN ({group_runs})",
-                             f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL", key="source_run_id")
-    con.register("cc_new", claims.claim_checks(con))
-    changed |= replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
-                             key="comparison_key")
-    con.unregister("cc_new")
-    [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
-    [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
-    return StepResult(count, changed, {"groups": groups})
