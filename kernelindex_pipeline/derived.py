@@ -156,8 +156,8 @@ def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
         con.execute("INSERT INTO _manifests SELECT * FROM m_page")
         con.unregister("m_page")
     # The run digest covers the whole manifest (the protocol and environment through their digests).
-    changed = replace_where(con, "manifests", IN_SCOPE, "SELECT * FROM _manifests ORDER BY run_id", key="run_id",
-                            compare="run_id, run_digest")
+    changed = replace_where(con, "manifests", IN_SCOPE, "SELECT * FROM _manifests", key="run_id",
+                            compare="run_id, run_digest", materialize=False)
     con.execute("DROP TABLE _manifests")
     [(count,)] = con.execute("SELECT count(*) FROM manifests").fetchall()
     return StepResult(count, changed, {"first_published": record_first_publications(con)})

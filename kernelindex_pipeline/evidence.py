@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -71,27 +73,44 @@ def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, 
     return row, protocol, environment, workload
 
 
-def load_evidence(directory: Path) -> tuple[list[dict], list[dict], list[dict], list[dict], list[dict]]:
-    """Controlled runs, protocols, environments, workloads and refused records from every evidence file."""
-    runs, protocols, environments, workloads, refused = {}, {}, {}, {}, []
+@dataclass
+class EvidenceFile:
+    """What one evidence file gives: controlled runs, their protocols, environments and workloads (by
+    digest), and the records refused, each with its reason."""
+
+    runs: list[dict] = field(default_factory=list)
+    protocols: dict[str, dict] = field(default_factory=dict)
+    environments: dict[str, dict] = field(default_factory=dict)
+    workloads: dict[str, dict] = field(default_factory=dict)
+    refused: list[dict] = field(default_factory=list)
+
+
+def load_evidence(directory: Path) -> Iterator[EvidenceFile]:
+    """Every evidence file in name order, one at a time (so memory follows the largest file); a run id
+    listed twice keeps its last record."""
     for path in sorted(Path(directory).glob("*.jsonl.gz")):
+        found = EvidenceFile()
         try:
             records = read_records(path)
         except (OSError, EOFError, ValueError) as exc:
-            refused.append({"source": path.name, "line_number": 0, "reason": f"unreadable evidence file: {exc}", "raw_line": ""})
+            found.refused.append({"source": path.name, "line_number": 0, "reason": f"unreadable evidence file: {exc}",
+                                  "raw_line": ""})
+            yield found
             continue
+        runs = {}
         for n, record in enumerate(records, start=1):
             try:
                 row, protocol, environment, workload = controlled_run(record, path.name)
             except (EvidenceError, KeyError, TypeError, ValueError) as exc:
-                refused.append({"source": path.name, "line_number": n, "reason": f"evidence record refused: {exc}",
-                                "raw_line": json.dumps(record)[:2000]})
+                found.refused.append({"source": path.name, "line_number": n,
+                                      "reason": f"evidence record refused: {exc}", "raw_line": json.dumps(record)[:2000]})
                 continue
             runs[row["run_id"]] = row
-            protocols[row["protocol_digest"]] = protocol
-            environments[row["environment_digest"]] = environment
-            workloads[workload["workload_digest"]] = workload
-    return list(runs.values()), list(protocols.values()), list(environments.values()), list(workloads.values()), refused
+            found.protocols[row["protocol_digest"]] = protocol
+            found.environments[row["environment_digest"]] = environment
+            found.workloads[workload["workload_digest"]] = workload
+        found.runs = list(runs.values())
+        yield found
 
 
 # Each controlled run against the source-native runs of the same kernel, pass, metric, workload and

@@ -51,27 +51,31 @@ def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
     return {"kind": "BenchmarkRun", "spec": spec, "metadata": metadata, "apiVersion": API_VERSION}
 
 
-# The runs in `scope_runs` (see history.py) after `after`, in run_id order: one page of manifest inputs.
+# The runs in `scope_runs` (see history.py), numbered, with only the parts of a controlled run's record
+# that its manifest carries (not its samples).
 MANIFEST_INPUTS_SQL = """
-SELECT r.*, c.record AS controlled_record
+CREATE OR REPLACE TEMP TABLE _manifest_inputs AS
+SELECT row_number() OVER (ORDER BY r.run_id) AS n, r.*, c.run_id IS NOT NULL AS controlled,
+    json_extract(c.record, '$.correctness') AS correctness,
+    json_extract(c.record, '$.environment.spec.ceilings') AS ceilings, json_extract(c.record, '$.achieved') AS achieved,
+    json_extract_string(c.record, '$.implementation_label') AS implementation_label
 FROM runs r LEFT JOIN controlled_runs c USING (run_id)
-WHERE r.run_id IN (SELECT run_id FROM scope_runs) AND r.run_id > ?
-ORDER BY r.run_id
-LIMIT ?
+WHERE r.run_id IN (SELECT run_id FROM scope_runs)
 """
 MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("manifest", pa.string()), ("run_digest", pa.string())])
 
 
-def controlled_spec(record: dict) -> dict:
-    """What a controlled run adds to its BenchmarkRun: how it was checked, the ceilings its batch measured,
-    and how close to them it came."""
-    extra = {"correctness": record.get("correctness", {}), "evidenceLevel": catalog.CONTROLLED}
-    if record["environment"]["spec"].get("ceilings"):
-        extra["ceilings"] = record["environment"]["spec"]["ceilings"]
-    if record.get("achieved"):
-        extra["achieved"] = record["achieved"]
-    if record.get("implementation_label"):
-        extra["implementationLabel"] = record["implementation_label"]
+def controlled_spec(row: dict) -> dict:
+    """What a controlled run adds to its BenchmarkRun (from its record's parts in MANIFEST_INPUTS_SQL): how
+    it was checked, the ceilings its batch measured, and how close to them it came."""
+    extra = {"correctness": json.loads(row["correctness"]) if row["correctness"] else {},
+             "evidenceLevel": catalog.CONTROLLED}
+    for key, column in (("ceilings", "ceilings"), ("achieved", "achieved")):
+        value = json.loads(row[column]) if row[column] else None
+        if value:
+            extra[key] = value
+    if row["implementation_label"]:
+        extra["implementationLabel"] = row["implementation_label"]
     return extra
 
 
@@ -80,7 +84,7 @@ def _canonical_by_digest(con, table: str, key: str) -> dict[str, str]:
     return {d: canonical_json(json.loads(m)) for d, m in con.execute(f"SELECT {key}, manifest FROM {table}").fetchall()}
 
 
-def build_manifests(con, page_rows: int = 20_000) -> Iterator[pa.Table]:
+def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
     """One canonical manifest per run in scope, with the digest of its BenchmarkRun, a page at a time (so
     memory follows the page, not the history).
 
@@ -88,15 +92,18 @@ def build_manifests(con, page_rows: int = 20_000) -> Iterator[pa.Table]:
     so its text is the three canonical texts joined, and each protocol and environment is serialized once."""
     protocols = _canonical_by_digest(con, "protocols", "protocol_digest")
     environments = _canonical_by_digest(con, "environments", "environment_digest")
-    after = ""
-    while rows := con.sql(MANIFEST_INPUTS_SQL, params=[after, page_rows]).to_arrow_table().to_pylist():
+    con.execute(MANIFEST_INPUTS_SQL)
+    [(total,)] = con.execute("SELECT count(*) FROM _manifest_inputs").fetchall()
+    for first in range(1, total + 1, page_rows):
+        rows = con.sql("SELECT * FROM _manifest_inputs WHERE n >= $first AND n < $first + $rows ORDER BY n",
+                       params={"first": first, "rows": page_rows}).to_arrow_table().to_pylist()
         run_ids, texts, digests = [], [], []
         for row in rows:
-            extra = controlled_spec(json.loads(row["controlled_record"])) if row["controlled_record"] else None
+            extra = controlled_spec(row) if row["controlled"] else None
             run = canonical_json(run_manifest(row, extra))
             run_ids.append(row["run_id"])
             texts.append(f'{{"environment":{environments[row["environment_digest"]]},'
                          f'"protocol":{protocols[row["protocol_digest"]]},"run":{run}}}')
             digests.append(digest_of_text(run))
         yield pa.table({"run_id": run_ids, "manifest": texts, "run_digest": digests}, schema=MANIFEST_SCHEMA)
-        after = rows[-1]["run_id"]
+    con.execute("DROP TABLE _manifest_inputs")

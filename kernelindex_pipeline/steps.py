@@ -226,11 +226,23 @@ def _manifest_table(manifests: list[dict], key: str, extra: str, extra_of) -> pa
 
 def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path) -> StepResult:
     """Controlled runs from committed rerun records, with their protocols, environments and workloads."""
-    runs, protocols, environments, workloads, refused = evidence.load_evidence(evidence_dir)
+    con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
+    protocols, environments, workloads, refused = {}, {}, {}, []
+    for found in evidence.load_evidence(evidence_dir):
+        if found.runs:
+            con.register("c_file", pa.Table.from_pylist(found.runs))
+            con.execute("DELETE FROM c_new WHERE run_id IN (SELECT run_id FROM c_file)")
+            con.execute("INSERT INTO c_new BY NAME SELECT * FROM c_file")
+            con.unregister("c_file")
+        protocols.update(found.protocols)
+        environments.update(found.environments)
+        workloads.update(found.workloads)
+        refused += found.refused
     src_protocols, src_environments, implementations = _reference_rows()
     tables = {
-        "protocols": _manifest_table(src_protocols + protocols, "protocol_digest", "name", lambda m: m["metadata"]["name"]),
-        "environments": _manifest_table(src_environments + environments, "environment_digest", "name",
+        "protocols": _manifest_table(src_protocols + list(protocols.values()), "protocol_digest", "name",
+                                     lambda m: m["metadata"]["name"]),
+        "environments": _manifest_table(src_environments + list(environments.values()), "environment_digest", "name",
                                         lambda m: m["metadata"]["name"]),
         "implementations": _manifest_table(implementations, "implementation_digest", "provider",
                                            lambda m: m["spec"]["provider"]),
@@ -240,12 +252,9 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         con.register(f"{name}_new", table)
         changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
         con.unregister(f"{name}_new")
-    if runs:
-        con.register("c_new", pa.Table.from_pylist(runs))
-        changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
-        con.unregister("c_new")
-    else:
-        changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM controlled_runs WHERE false")
+    changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
+    [(loaded,)] = con.execute("SELECT count(*) FROM c_new").fetchall()
+    con.execute("DROP TABLE c_new")
     con.register("r_new", pa.Table.from_pylist(
         [{**r, "source_revision": None, "revision_key": f"evidence/{r['source']}"} for r in refused],
         schema=QUARANTINE_SCHEMA))
@@ -255,9 +264,9 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         con.register("w_new", pa.Table.from_pylist([
             {"workload_digest": w["workload_digest"], "kernel": w["definition"]["spec"]["kernel"],
              "workload_slug": w["workload_slug"], "definition": json.dumps(w["definition"], ensure_ascii=False),
-             "shapes_known": w["shapes_known"]} for w in workloads]))
+             "shapes_known": w["shapes_known"]} for w in workloads.values()]))
         con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
                     "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
         con.unregister("w_new")
-    return StepResult(len(runs), changed, {"refused": len(refused),
+    return StepResult(loaded, changed, {"refused": len(refused),
                                            "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})

@@ -53,6 +53,8 @@ STORAGE_VERSION = "v1.4.0"
 # Generations kept besides the live one, so a reader part-way through a Parquet set or a session opened
 # just before a publication still finds its files.
 GENERATIONS_KEPT = 2
+# DuckDB's memory while it builds the next generation (beyond it, it spills to disk).
+STAGING_MEMORY = "512MB"
 # Compact the next generation (rewrite it table by table) once this share of its blocks is free.
 COMPACT_FREE_SHARE = 0.25
 
@@ -172,7 +174,7 @@ class Warehouse:
                 db = path / "kernelindex.duckdb"
                 if self.exists():
                     shutil.copyfile(self.db_path.resolve(), db)
-                con = duckdb.connect(str(db), config={"storage_compatibility_version": STORAGE_VERSION})
+                con = duckdb.connect(str(db), config=_staging_config(path))
             except (OSError, duckdb.Error) as exc:
                 shutil.rmtree(path, ignore_errors=True)
                 raise WarehouseError(f"cannot stage the next warehouse in {self.generations_dir}: {_reason(exc)}") from exc
@@ -188,6 +190,7 @@ class Warehouse:
                     _write_parquet_set(con, path / "tables", previous)
                 con.execute("CHECKPOINT")
                 con.close()
+                shutil.rmtree(path / "spill", ignore_errors=True)
                 if staging.changed:
                     self._make_live(path)
             except BaseException as exc:
@@ -293,6 +296,13 @@ def _read_records(directory: Path) -> list[dict]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.json"))]
 
 
+def _staging_config(path: Path) -> dict:
+    """The next generation's connection: the storage format readers open, and DuckDB's memory capped so
+    that what a publication holds spills to the staging folder rather than growing with history."""
+    return {"storage_compatibility_version": STORAGE_VERSION, "memory_limit": STAGING_MEMORY,
+            "temp_directory": str(path / "spill")}
+
+
 def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckDBPyConnection:
     """Rewrite the staged file table by table once replaced rows have left much of it free, so the file
     tracks what it holds rather than how often it was rewritten; returns the connection to use next."""
@@ -307,7 +317,7 @@ def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckD
     con.execute("DETACH compact")
     con.close()
     os.replace(compact, db)
-    return duckdb.connect(str(db))
+    return duckdb.connect(str(db), config=_staging_config(db.parent))
 
 
 def _write_parquet_set(con: duckdb.DuckDBPyConnection, directory: Path, previous: Path | None) -> None:
@@ -408,16 +418,18 @@ def replace_if_changed(con: duckdb.DuckDBPyConnection, table: str, query: str, p
 
 
 def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query: str, params=None,
-                  key: str | None = None, compare: str = "*") -> bool:
+                  key: str | None = None, compare: str = "*", materialize: bool = True) -> bool:
     """Make the rows of `table` that satisfy `where` those of `query`; returns whether anything changed.
 
     With `key` (an expression naming a row), only the rows whose key gained, lost or changed a row are
     deleted and written, so unchanged rows keep their place in the file, and those keys are added to
     `publication_changes` (what this publication changed, by table); without it, any difference
     replaces all the rows that satisfy `where`. `compare` names the columns that tell rows apart (a digest
-    of the others, say). The cost follows the rows in `where`, not the table."""
+    of the others, say); `materialize` False reads `query` each time rather than copying its rows (for a
+    query that only reads a staged table). The cost follows the rows in `where`, not the table."""
     columns = ", ".join(name for name, _ in table_columns(con, table))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _next AS SELECT {columns} FROM ({query})", params or [])
+    kind = "TABLE" if materialize else "VIEW"
+    con.execute(f"CREATE OR REPLACE TEMP {kind} _next AS SELECT {columns} FROM ({query})", params or [])
     con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {columns} FROM {table} WHERE {where}")
     differ = (f"SELECT * FROM (SELECT {compare} FROM _next EXCEPT ALL SELECT {compare} FROM _previous) "
               f"UNION ALL SELECT * FROM (SELECT {compare} FROM _previous EXCEPT ALL SELECT {compare} FROM _next)")
@@ -434,6 +446,6 @@ def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query:
             con.execute(f"INSERT INTO {table} SELECT * FROM _next WHERE {key} IN (SELECT k FROM _keys)")
             con.execute("INSERT INTO publication_changes SELECT ?, k::VARCHAR FROM _keys", [table])
         con.execute("DROP TABLE _keys")
-    con.execute("DROP TABLE _next")
+    con.execute(f"DROP {kind} _next")
     con.execute("DROP TABLE _previous")
     return bool(changed)
