@@ -131,7 +131,7 @@ def load_attestation_files(con: duckdb.DuckDBPyConnection, directory: Path | Non
     """`attestations` from the attestation files; each refused file becomes a `quarantine` row."""
     targets = {}
     for run_id, run_digest, metric in con.execute(
-            "SELECT r.run_id, m.run_digest, r.metric FROM runs r JOIN manifests m USING (run_id)").fetchall():
+            "SELECT r.run_id, m.run_digest, r.metric FROM runs r JOIN run_manifests m USING (run_id)").fetchall():
         targets[run_id] = targets[run_digest] = (run_id, metric)
     accepted, refused = load_attestations(directory, targets)
     con.register("a_new", accepted)
@@ -150,16 +150,16 @@ def load_attestation_files(con: duckdb.DuckDBPyConnection, directory: Path | Non
 def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
     """The manifests of the runs in scope (a run's manifest never depends on its withdrawal, so the others
     stand as they are)."""
-    con.execute("CREATE OR REPLACE TEMP TABLE _manifests AS SELECT * FROM manifests WHERE false")
+    con.execute("CREATE OR REPLACE TEMP TABLE _manifests AS SELECT * FROM run_manifests WHERE false")
     for page in build_manifests(con):
         con.register("m_page", page)
         con.execute("INSERT INTO _manifests SELECT * FROM m_page")
         con.unregister("m_page")
     # The run digest covers the whole manifest (the protocol and environment through their digests).
-    changed = replace_where(con, "manifests", IN_SCOPE, "SELECT * FROM _manifests", key="run_id",
+    changed = replace_where(con, "run_manifests", IN_SCOPE, "SELECT * FROM _manifests", key="run_id",
                             compare="run_id, run_digest", materialize=False)
     con.execute("DROP TABLE _manifests")
-    [(count,)] = con.execute("SELECT count(*) FROM manifests").fetchall()
+    [(count,)] = con.execute("SELECT count(*) FROM run_manifests").fetchall()
     return StepResult(count, changed, {"first_published": record_first_publications(con)})
 
 
@@ -168,7 +168,7 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
     written, never changes (a record page's "Published" date), even if the run is withdrawn and listed again."""
     [(added,)] = con.execute("""
         INSERT INTO publications
-        SELECT run_id, date_trunc('second', get_current_timestamp()) FROM manifests
+        SELECT run_id, date_trunc('second', get_current_timestamp()) FROM run_manifests
         WHERE run_id NOT IN (SELECT run_id FROM publications)
     """).fetchall()
     return added

@@ -62,7 +62,8 @@ SELECT row_number() OVER (ORDER BY r.run_id) AS n, r.*, c.run_id IS NOT NULL AS 
 FROM runs r LEFT JOIN controlled_runs c USING (run_id)
 WHERE r.run_id IN (SELECT run_id FROM scope_runs)
 """
-MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("manifest", pa.string()), ("run_digest", pa.string())])
+MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("run", pa.string()), ("run_digest", pa.string()),
+                             ("protocol_digest", pa.string()), ("environment_digest", pa.string())])
 
 
 def controlled_spec(row: dict) -> dict:
@@ -79,31 +80,17 @@ def controlled_spec(row: dict) -> dict:
     return extra
 
 
-def _canonical_by_digest(con, table: str, key: str) -> dict[str, str]:
-    """Canonical JSON text of each protocol or environment manifest, by digest."""
-    return {d: canonical_json(json.loads(m)) for d, m in con.execute(f"SELECT {key}, manifest FROM {table}").fetchall()}
-
-
 def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
-    """One canonical manifest per run in scope, with the digest of its BenchmarkRun, a page at a time (so
-    memory follows the page, not the history).
-
-    The manifest is the canonical JSON of {"environment", "protocol", "run"}: its keys sort in that order,
-    so its text is the three canonical texts joined, and each protocol and environment is serialized once."""
-    protocols = _canonical_by_digest(con, "protocols", "protocol_digest")
-    environments = _canonical_by_digest(con, "environments", "environment_digest")
+    """The canonical BenchmarkRun of each run in scope, with its digest and those of its protocol and
+    environment (`run_manifests`), a page at a time, so memory follows the page, not the history."""
     con.execute(MANIFEST_INPUTS_SQL)
     [(total,)] = con.execute("SELECT count(*) FROM _manifest_inputs").fetchall()
     for first in range(1, total + 1, page_rows):
         rows = con.sql("SELECT * FROM _manifest_inputs WHERE n >= $first AND n < $first + $rows ORDER BY n",
                        params={"first": first, "rows": page_rows}).to_arrow_table().to_pylist()
-        run_ids, texts, digests = [], [], []
-        for row in rows:
-            extra = controlled_spec(row) if row["controlled"] else None
-            run = canonical_json(run_manifest(row, extra))
-            run_ids.append(row["run_id"])
-            texts.append(f'{{"environment":{environments[row["environment_digest"]]},'
-                         f'"protocol":{protocols[row["protocol_digest"]]},"run":{run}}}')
-            digests.append(digest_of_text(run))
-        yield pa.table({"run_id": run_ids, "manifest": texts, "run_digest": digests}, schema=MANIFEST_SCHEMA)
+        texts = [canonical_json(run_manifest(row, controlled_spec(row) if row["controlled"] else None)) for row in rows]
+        yield pa.table({"run_id": [r["run_id"] for r in rows], "run": texts,
+                        "run_digest": [digest_of_text(t) for t in texts],
+                        "protocol_digest": [r["protocol_digest"] for r in rows],
+                        "environment_digest": [r["environment_digest"] for r in rows]}, schema=MANIFEST_SCHEMA)
     con.execute("DROP TABLE _manifest_inputs")

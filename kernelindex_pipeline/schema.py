@@ -1,5 +1,10 @@
 """The warehouse tables (the contract's and the pipeline's own), and the columns added since a home was
-first written."""
+first written.
+
+The contract's `manifests` is a view (MANIFESTS_VIEW_SQL): each run's BenchmarkRun is stored once in
+`run_manifests`, and each protocol and environment once in its own table, all as canonical JSON; the view
+joins them into the canonical text of {"environment", "protocol", "run"} (its keys sort in that order).
+"""
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -43,7 +48,8 @@ CREATE TABLE IF NOT EXISTS runs (
     protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR, implementation_digest VARCHAR,
     liger_version VARCHAR, status VARCHAR, known_kernel BOOLEAN, source_p20 DOUBLE, source_p50 DOUBLE,
     source_p80 DOUBLE, source_unit VARCHAR, benchmarked_commit VARCHAR, release VARCHAR);
-CREATE TABLE IF NOT EXISTS manifests (run_id VARCHAR, manifest VARCHAR, run_digest VARCHAR);
+CREATE TABLE IF NOT EXISTS run_manifests (
+    run_id VARCHAR, run VARCHAR, run_digest VARCHAR, protocol_digest VARCHAR, environment_digest VARCHAR);
 CREATE TABLE IF NOT EXISTS ranks (
     run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT, evidence_level VARCHAR);
 CREATE TABLE IF NOT EXISTS quarantine (
@@ -86,4 +92,13 @@ ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS release VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS benchmarked_commit VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS release VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS awaiting_rerun BOOLEAN;
+"""
+
+# Homes written before `manifests` was a view hold it as a table.
+MANIFESTS_VIEW_SQL = """
+CREATE OR REPLACE VIEW manifests AS
+SELECT m.run_id, '{"environment":' || e.manifest || ',"protocol":' || p.manifest || ',"run":' || m.run || '}'
+        AS manifest,
+    m.run_digest
+FROM run_manifests m JOIN protocols p USING (protocol_digest) JOIN environments e USING (environment_digest)
 """

@@ -28,7 +28,7 @@ from kernelindex_pipeline.derived import (
     update_runs,
 )
 from kernelindex_pipeline.history import DELETED, LISTED, UNLISTED, UNPARSEABLE  # noqa: F401 - the states callers land with
-from kernelindex_pipeline.identity import digest
+from kernelindex_pipeline.identity import canonical_json, digest
 from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normalize
 from kernelindex_pipeline.references import record_references
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
@@ -39,7 +39,9 @@ EVIDENCE_KEY = "evidence"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "scoped-1"
+DERIVED_VERSION = "scoped-2"
+# Snapshot bytes normalized together (one revision larger than this is normalized alone).
+NORMALIZE_BATCH_BYTES = 32 * 2**20
 
 @dataclass
 class Publication:
@@ -110,13 +112,13 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
         observations = normalize_snapshots(con, wh, snapshots.details["keys"])
         references = record_references(con, wh, wh.landed_references())
         fingerprint = evidence_fingerprint(evidence_dir, attestations_dir)
-        evidence_changed = _state(con, EVIDENCE_KEY) != fingerprint
+        everything = _state(con, DERIVED_KEY) != DERIVED_VERSION
+        evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint
         if evidence_changed:
             loaded = load_controlled_evidence(con, evidence_dir)
             _set_state(con, EVIDENCE_KEY, fingerprint)
         else:
             loaded = StepResult(0, False, {"refused": 0, "files": 0})
-        everything = _state(con, DERIVED_KEY) != DERIVED_VERSION
         if everything:
             _set_state(con, DERIVED_KEY, DERIVED_VERSION)
         staging.changed |= bool(snapshots.changed or references or evidence_changed or everything)
@@ -176,16 +178,28 @@ def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> 
 
 
 def normalize_snapshots(con: duckdb.DuckDBPyConnection, wh: Warehouse, keys: Sequence[str]) -> StepResult:
-    """Normalize newly listed snapshots into observations and quarantine rows; a file that cannot be parsed
-    at all is marked unparseable (its lines quarantined), so it withdraws nothing."""
+    """Normalize newly listed snapshots into observations and quarantine rows, a batch of about
+    NORMALIZE_BATCH_BYTES at a time (so memory follows the largest revision, not a backfill); a file that
+    cannot be parsed at all is marked unparseable (its lines quarantined), so it withdraws nothing."""
     listed = con.execute(
         "SELECT stream, commit, source_file, CAST(committed_at AS VARCHAR), location, sha256, source, "
-        "benchmarked_commit, release "
-        f"FROM snapshots WHERE list_contains(?, revision_key) AND state = '{LISTED}'", [list(keys)]).fetchall()
+        "benchmarked_commit, release, bytes "
+        f"FROM snapshots WHERE list_contains(?, revision_key) AND state = '{LISTED}' ORDER BY revision_key",
+        [list(keys)]).fetchall()
+    totals = {"rows_in": 0, "quarantined": 0, "unparseable": 0, "observations": 0}
+    parsed: list[str] = []
+    batch: list[tuple] = []
+    for i, row in enumerate(listed):
+        batch.append(row)
+        if i + 1 == len(listed) or sum(r[-1] for r in batch) + listed[i + 1][-1] > NORMALIZE_BATCH_BYTES:
+            parsed += _normalize_batch(con, wh, batch, totals)
+            batch = []
+    return StepResult(totals.pop("observations"), bool(parsed), {**totals, "snapshots": len(parsed), "keys": parsed})
+
+
+def _normalize_batch(con: duckdb.DuckDBPyConnection, wh: Warehouse, listed: list[tuple], totals: dict) -> list[str]:
     snapshots = [Snapshot(Revision(at, stream, commit, path, location, source, benchmarked, release), wh.load_raw(sha))
-                 for stream, commit, path, at, location, sha, source, benchmarked, release in listed]
-    if not snapshots:
-        return StepResult(0, False, {"rows_in": 0, "quarantined": 0, "snapshots": 0, "keys": []})
+                 for stream, commit, path, at, location, sha, source, benchmarked, release, _ in listed]
     result = normalize(snapshots)
     parsed = [s.revision.key for s in snapshots]
     for name, table in [("o_new", result.observations), ("k_new", result.dims), ("q_new", result.quarantine),
@@ -203,11 +217,11 @@ def normalize_snapshots(con: duckdb.DuckDBPyConnection, wh: Warehouse, keys: Seq
         con.unregister(name)
     for key, reason in result.unparseable.items():
         con.execute(f"UPDATE snapshots SET state = '{UNPARSEABLE}', problem = ? WHERE revision_key = ?", [reason, key]).fetchall()
-    return StepResult(
-        result.observations.num_rows, True,
-        {"rows_in": result.rows_in, "quarantined": result.quarantine.num_rows, "snapshots": len(parsed),
-         "unparseable": len(result.unparseable), "keys": parsed},
-    )
+    totals["rows_in"] += result.rows_in
+    totals["quarantined"] += result.quarantine.num_rows
+    totals["unparseable"] += len(result.unparseable)
+    totals["observations"] += result.observations.num_rows
+    return parsed
 
 
 def _reference_rows() -> tuple[list[dict], list[dict], list[dict]]:
@@ -220,7 +234,7 @@ def _reference_rows() -> tuple[list[dict], list[dict], list[dict]]:
 def _manifest_table(manifests: list[dict], key: str, extra: str, extra_of) -> pa.Table:
     rows = {digest(m): m for m in manifests}
     return pa.table({key: list(rows), extra: [extra_of(m) for m in rows.values()],
-                     "manifest": [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in rows.values()]},
+                     "manifest": [canonical_json(m) for m in rows.values()]},
                     schema=pa.schema([(key, pa.string()), (extra, pa.string()), ("manifest", pa.string())]))
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import duckdb
 
-from kernelindex_pipeline.schema import MIGRATIONS_SQL, SCHEMA_SQL
+from kernelindex_pipeline.schema import MANIFESTS_VIEW_SQL, MIGRATIONS_SQL, SCHEMA_SQL
 from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
@@ -44,7 +44,8 @@ PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
 # first publication of the runs it holds (`publications.published_at`, which never changes): a publication
 # writes the parts holding rows it changed (`publication_changes`) and links the others from the previous
 # generation, so its cost follows what it changed.
-PARTED_TABLES = ("runs", "manifests")
+# Each parted copy, by the table whose changed keys say which parts to write.
+PARTED_TABLES = {"runs": "runs", "manifests": "run_manifests"}
 PART_STAMP = "epoch(p.published_at)::BIGINT"
 
 # New files are written in the storage format of DuckDB 1.4, which every DuckDB since reads: the CLI
@@ -181,6 +182,9 @@ class Warehouse:
             try:
                 con.execute(SCHEMA_SQL)
                 con.execute(MIGRATIONS_SQL)
+                if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'manifests'").fetchone()[0]:
+                    con.execute("DROP TABLE manifests")
+                con.execute(MANIFESTS_VIEW_SQL)
                 con.execute(VIEWS_SQL)
                 staging = Staging(con, path)
                 yield staging
@@ -324,12 +328,13 @@ def _write_parquet_set(con: duckdb.DuckDBPyConnection, directory: Path, previous
     directory.mkdir(parents=True, exist_ok=True)
     for table in PARQUET_TABLES:
         if table in PARTED_TABLES:
-            _write_parts(con, table, directory / table, previous / table if previous else None)
+            _write_parts(con, table, PARTED_TABLES[table], directory / table, previous / table if previous else None)
         else:
             con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{directory / table}.parquet' (FORMAT parquet)")
 
 
-def _write_parts(con: duckdb.DuckDBPyConnection, table: str, directory: Path, previous: Path | None) -> None:
+def _write_parts(con: duckdb.DuckDBPyConnection, table: str, changes: str, directory: Path,
+                 previous: Path | None) -> None:
     """A table's Parquet parts (see PARTED_TABLES): those holding a row this publication changed are
     written, the others hard-linked from the previous generation's."""
     directory.mkdir()
@@ -337,15 +342,15 @@ def _write_parts(con: duckdb.DuckDBPyConnection, table: str, directory: Path, pr
     stamps = [s for (s,) in con.execute(f"SELECT DISTINCT {PART_STAMP} {parted}").fetchall()]
     changed = {s for (s,) in con.execute(
         f"SELECT DISTINCT {PART_STAMP} FROM publications p "
-        "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [table]).fetchall()}
+        "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [changes]).fetchall()}
     for stamp in stamps:
         part = directory / f"published-{stamp}.parquet"
         kept = previous / part.name if previous is not None and stamp not in changed else None
         if kept is not None and kept.is_file():
             os.link(kept, part)
         else:
-            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_STAMP} = ? ORDER BY ALL) TO '{part}' (FORMAT parquet)",
-                        [stamp])
+            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_STAMP} = ? ORDER BY t.run_id) TO '{part}' "
+                        "(FORMAT parquet)", [stamp])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

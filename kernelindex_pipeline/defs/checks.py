@@ -51,10 +51,10 @@ def every_run_has_manifest(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 # The manifests a digest check reads: those the latest publication wrote, and a random sample of the rest
 # (so a check costs what a publication changed, and still looks at old records now and then).
 CHECKED_MANIFESTS_SQL = """
-SELECT * FROM manifests WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = 'manifests')
+SELECT * FROM manifests WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = 'run_manifests')
 UNION ALL
 SELECT * FROM (SELECT * FROM manifests
-               WHERE run_id NOT IN (SELECT key FROM publication_changes WHERE table_name = 'manifests')
+               WHERE run_id NOT IN (SELECT key FROM publication_changes WHERE table_name = 'run_manifests')
                USING SAMPLE {sample} ROWS)
 """
 DIGEST_SAMPLE = 1000
