@@ -40,11 +40,7 @@ WITH source AS (
 ), protocols AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
 ), controlled AS (
-    SELECT c.*, p.protocol, json_extract_string(c.record, '$.protocol.spec.comparability.family') AS family,
-        TRY_CAST(json_extract(c.record, '$.samples') AS DOUBLE[]) AS samples,
-        json_extract_string(c.record, '$.reason') AS status_reason
-    FROM controlled_runs c JOIN protocols p
-      ON p.family = json_extract_string(c.record, '$.protocol.spec.comparability.family')
+    SELECT c.* EXCLUDE (record), p.protocol FROM controlled_runs c JOIN protocols p ON p.family = c.family
 ), batches AS (
     SELECT cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.evidence_file,
         a.run_id AS rerun_a_run_id, b.run_id AS rerun_b_run_id, a.status AS a_status, b.status AS b_status,

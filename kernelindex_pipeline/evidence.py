@@ -68,7 +68,8 @@ def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, 
         "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol_digest,
         "workload_digest": workload["workload_digest"], "environment_digest": environment_digest,
         "implementation_digest": digest(impl.manifest()), "evidence_file": evidence_file,
-        "record": json.dumps(record, sort_keys=True),
+        "record": json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
+        "status_reason": record.get("reason"),
     }
     return row, protocol, environment, workload
 
@@ -83,6 +84,13 @@ class EvidenceFile:
     environments: dict[str, dict] = field(default_factory=dict)
     workloads: dict[str, dict] = field(default_factory=dict)
     refused: list[dict] = field(default_factory=list)
+
+
+def _samples(value) -> list[float] | None:
+    """The per-repetition samples a claim check compares (None unless a list of numbers)."""
+    if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return None
+    return [float(v) for v in value]
 
 
 def load_evidence(directory: Path) -> Iterator[EvidenceFile]:

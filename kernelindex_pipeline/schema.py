@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS controlled_runs (
     median_value BIGINT, p20_value BIGINT, p80_value BIGINT, gpu VARCHAR, form_factor VARCHAR, architecture VARCHAR,
     workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR, status VARCHAR,
     comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
-    implementation_digest VARCHAR, evidence_file VARCHAR, record JSON);
+    implementation_digest VARCHAR, evidence_file VARCHAR, record JSON, family VARCHAR, samples DOUBLE[],
+    status_reason VARCHAR);
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
     operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
@@ -92,6 +93,9 @@ ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS release VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS benchmarked_commit VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS release VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS awaiting_rerun BOOLEAN;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS family VARCHAR;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS samples DOUBLE[];
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_reason VARCHAR;
 """
 
 # Homes written before `manifests` was a view hold it as a table.

@@ -175,7 +175,7 @@ class Warehouse:
                 db = path / "kernelindex.duckdb"
                 if self.exists():
                     shutil.copyfile(self.db_path.resolve(), db)
-                con = duckdb.connect(str(db), config=_staging_config(path))
+                con = _connect_staging(db)
             except (OSError, duckdb.Error) as exc:
                 shutil.rmtree(path, ignore_errors=True)
                 raise WarehouseError(f"cannot stage the next warehouse in {self.generations_dir}: {_reason(exc)}") from exc
@@ -300,11 +300,14 @@ def _read_records(directory: Path) -> list[dict]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.json"))]
 
 
-def _staging_config(path: Path) -> dict:
+def _connect_staging(db: Path) -> duckdb.DuckDBPyConnection:
     """The next generation's connection: the storage format readers open, and DuckDB's memory capped so
     that what a publication holds spills to the staging folder rather than growing with history."""
-    return {"storage_compatibility_version": STORAGE_VERSION, "memory_limit": STAGING_MEMORY,
-            "temp_directory": str(path / "spill")}
+    con = duckdb.connect(str(db), config={
+        "storage_compatibility_version": STORAGE_VERSION, "memory_limit": STAGING_MEMORY,
+        "temp_directory": str(db.parent / "spill"), "preserve_insertion_order": False})
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckDBPyConnection:
@@ -321,7 +324,7 @@ def _compact_if_sparse(con: duckdb.DuckDBPyConnection, db: Path) -> duckdb.DuckD
     con.execute("DETACH compact")
     con.close()
     os.replace(compact, db)
-    return duckdb.connect(str(db), config=_staging_config(db.parent))
+    return _connect_staging(db)
 
 
 def _write_parquet_set(con: duckdb.DuckDBPyConnection, directory: Path, previous: Path | None) -> None:
@@ -349,8 +352,10 @@ def _write_parts(con: duckdb.DuckDBPyConnection, table: str, changes: str, direc
         if kept is not None and kept.is_file():
             os.link(kept, part)
         else:
-            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_STAMP} = ? ORDER BY t.run_id) TO '{part}' "
-                        "(FORMAT parquet)", [stamp])
+            # Unsorted, in small row groups: a part of a history's manifests is gigabytes of text, which a
+            # sort or a default row group (122,880 rows) would hold in memory at once.
+            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_STAMP} = ?) TO '{part}' "
+                        "(FORMAT parquet, ROW_GROUP_SIZE 16384)", [stamp])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
