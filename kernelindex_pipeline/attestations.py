@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -33,6 +34,12 @@ SCHEMA = pa.schema([
     ("file", pa.string())])
 QUARANTINE_SCHEMA = pa.schema([("file", pa.string()), ("sha256", pa.string()), ("reason", pa.string()),
                                ("raw", pa.string())])
+
+
+class RunLookup(Protocol):
+    """Run id or run digest -> (run id, metric); None for neither (a dict of them qualifies)."""
+
+    def get(self, target: str, /) -> tuple[str, str] | None: ...
 
 
 class Refused(ValueError):
@@ -72,16 +79,17 @@ def _figures(reproduction: dict, metric: str) -> dict[str, float]:
     return figures
 
 
-def validate(document, runs: dict[str, tuple[str, str]], today: dt.date) -> dict:
+def validate(document, runs: RunLookup, today: dt.date) -> dict:
     """One attestation row from a parsed file; `runs` maps run id and run digest to (run id, metric)."""
     if not isinstance(document, dict):
         raise Refused("not a JSON object")
     if document.get("apiVersion") != API_VERSION or document.get("kind") != KIND:
         raise Refused(f"apiVersion and kind must be {API_VERSION!r} and {KIND!r}")
     target = document.get("run")
-    if not isinstance(target, str) or target not in runs:
+    found = runs.get(target) if isinstance(target, str) else None
+    if found is None:
         raise Refused(f"run {json.dumps(target)[:80]} is not a run id or run digest in this registry")
-    run_id, metric = runs[target]
+    run_id, metric = found
     kind = document.get("type")
     if kind not in TYPES:
         raise Refused(f"type must be one of {', '.join(TYPES)}")
@@ -110,7 +118,7 @@ def validate(document, runs: dict[str, tuple[str, str]], today: dt.date) -> dict
     return row
 
 
-def load_attestations(directory: Path | None, runs: dict[str, tuple[str, str]],
+def load_attestations(directory: Path | None, runs: RunLookup,
                       today: dt.date | None = None) -> tuple[pa.Table, pa.Table]:
     """(accepted rows, refused files) of every ``*.json`` in `directory` (none without one)."""
     today = today or dt.datetime.now(dt.timezone.utc).date()

@@ -50,7 +50,8 @@ def _failure_message(result) -> str:
     for event in result.all_events:
         if event.is_step_failure:
             error = event.step_failure_data.error
-            while error.cause is not None and "Failure" not in error.cls_name:
+            # Down to our own one-line error (a dg.Failure or a WarehouseError), not the library error under it.
+            while error.cause is not None and "Failure" not in error.cls_name and error.cls_name != "WarehouseError":
                 error = error.cause
             last = (error.message or error.cls_name).strip().splitlines()[-1]
             return f"{event.step_key}: {_EXCEPTION_PREFIX.sub('', last)}"

@@ -127,13 +127,22 @@ def _conflicts_with_lines(wh: Warehouse, con, conflicts: pa.Table) -> pa.Table:
         ("revision_key", pa.string()), ("raw_line", pa.string())]))
 
 
+class _RunLookup:
+    """`attestations.RunLookup` in the warehouse, one attestation at a time (attestations name a few runs;
+    history holds many)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+
+    def get(self, target: str) -> tuple[str, str] | None:
+        found = self.con.execute("SELECT r.run_id, r.metric FROM runs r JOIN run_manifests m USING (run_id) "
+                                 "WHERE ? IN (r.run_id, m.run_digest) LIMIT 1", [target]).fetchall()
+        return found[0] if found else None
+
+
 def load_attestation_files(con: duckdb.DuckDBPyConnection, directory: Path | None) -> int:
     """`attestations` from the attestation files; each refused file becomes a `quarantine` row."""
-    targets = {}
-    for run_id, run_digest, metric in con.execute(
-            "SELECT r.run_id, m.run_digest, r.metric FROM runs r JOIN run_manifests m USING (run_id)").fetchall():
-        targets[run_id] = targets[run_digest] = (run_id, metric)
-    accepted, refused = load_attestations(directory, targets)
+    accepted, refused = load_attestations(directory, _RunLookup(con))
     con.register("a_new", accepted)
     replace_if_changed(con, "attestations", "SELECT * FROM a_new ORDER BY attestation_id")
     con.unregister("a_new")

@@ -57,7 +57,7 @@ SELECT * FROM (SELECT * FROM manifests
                WHERE run_id NOT IN (SELECT key FROM publication_changes WHERE table_name = 'run_manifests')
                USING SAMPLE {sample} ROWS)
 """
-DIGEST_SAMPLE = 1000
+DIGEST_SAMPLE = 200
 
 
 def recompute_digests(con, sample: int | None = DIGEST_SAMPLE) -> tuple[list[str], int]:

@@ -15,7 +15,7 @@ COMPARISON_RANKS = dg.AssetKey("comparison_ranks")
 
 ORDER_CHANGES_SQL = """
 SELECT kernel, operation_mode AS mode, metric, workload_slug AS workload, gpu, previous_order, current_order
-FROM rank_changes ORDER BY kernel, mode, metric, workload, gpu
+FROM changes ORDER BY kernel, mode, metric, workload, gpu
 """
 RANK_LEADERS_SQL = """
 SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_implementation AS leader,
@@ -96,10 +96,10 @@ def _ranks_metadata(con, done: steps.Publication) -> dict:
     """Rank counts, the groups whose order changed since the previous upstream revision (`rank_changes`),
     and the #1 of the largest groups with its margin over #2 (`rank_confidence`)."""
     metadata = table_metadata(con, "ranks")
-    (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchone()
-    (order_changes,) = con.execute("SELECT count(*) FROM rank_changes").fetchone()
-    (previous, latest) = con.execute(
-        "SELECT any_value(previous_revision), any_value(latest_revision) FROM rank_changes").fetchone()
+    [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
+    con.register("changes", con.sql("SELECT * FROM rank_changes").to_arrow_table())  # the view, computed once
+    [(order_changes, previous, latest)] = con.execute(
+        "SELECT count(*), any_value(previous_revision), any_value(latest_revision) FROM changes").fetchall()
     heading = (f"**{order_changes} group(s) changed order** between `{previous}` and `{latest}`\n\n"
                if order_changes else "No group changed order since the previous upstream revision.\n\n")
     (separated,) = con.execute("SELECT count(*) FILTER (WHERE separated) FROM rank_confidence").fetchone()
