@@ -63,12 +63,13 @@ def recompute_digests(con, sample: int | None = DIGEST_SAMPLE) -> tuple[list[str
     """(run ids whose stored digests differ from the ones recomputed from their manifests, manifests
     checked); `sample` None checks every manifest."""
     manifests = "manifests" if sample is None else f"({CHECKED_MANIFESTS_SQL.format(sample=int(sample))})"
-    cursor = con.execute("SELECT m.run_id, m.manifest, m.run_digest, r.protocol_digest, r.environment_digest "
-                         f"FROM {manifests} m JOIN runs r USING (run_id)")
+    # On a cursor of its own, so that a result the caller has not finished reading does not stand in the way.
+    batches = con.cursor().sql("SELECT m.run_id, m.manifest, m.run_digest, r.protocol_digest, r.environment_digest "
+                               f"FROM {manifests} m JOIN runs r USING (run_id)").to_arrow_reader(5000)
     bad, checked = [], 0
-    while rows := cursor.fetchmany(5000):  # a page at a time: a backfill checks all of history
-        checked += len(rows)
-        for rid, text, run_digest, protocol_digest, environment_digest in rows:
+    for batch in batches:  # streamed a batch at a time: a backfill checks all of history
+        checked += batch.num_rows
+        for rid, text, run_digest, protocol_digest, environment_digest in zip(*batch.to_pydict().values()):
             manifest = json.loads(text)
             spec = manifest["run"]["spec"]
             if (digest(manifest["run"]) != run_digest or digest(manifest["protocol"]) != protocol_digest
