@@ -54,8 +54,9 @@ STORAGE_VERSION = "v1.4.0"
 # Generations kept besides the live one, so a reader part-way through a Parquet set or a session opened
 # just before a publication still finds its files.
 GENERATIONS_KEPT = 2
-# DuckDB's memory while it builds the next generation (beyond it, it spills to disk).
-STAGING_MEMORY = "512MB"
+# DuckDB's memory in the pipeline's own connections: the next generation's while it is built (beyond it,
+# it spills to disk) and the reads that describe and check it afterwards.
+PIPELINE_MEMORY = "512MB"
 # Compact the next generation (rewrite it table by table) once this share of its blocks is free.
 COMPACT_FREE_SHARE = 0.25
 
@@ -129,14 +130,16 @@ class Warehouse:
     # -- readers ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def reader(self, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def reader(self, sandboxed: bool = False, bounded: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection to the live generation; `sandboxed` also shuts out files, extensions and
-        configuration changes (for SQL someone else wrote)."""
+        configuration changes (for SQL someone else wrote); `bounded` caps DuckDB's memory as a publication's
+        is (for the pipeline's own reads after a publication, whose cost must not follow history)."""
         if not self.exists():
             raise FileNotFoundError(f"no warehouse at {self.db_path}: run `kernelindex ingest` first")
         path = self.db_path.resolve()  # pin one generation for the whole session
         try:
-            con = duckdb.connect(str(path), read_only=True, config=dict(SANDBOX) if sandboxed else {})
+            config = {**(SANDBOX if sandboxed else {}), **({"memory_limit": PIPELINE_MEMORY} if bounded else {})}
+            con = duckdb.connect(str(path), read_only=True, config=config)
         except duckdb.Error as exc:
             raise WarehouseError(f"cannot open {self.db_path}: {_first_line(exc)}") from exc
         try:
@@ -304,7 +307,7 @@ def _connect_staging(db: Path) -> duckdb.DuckDBPyConnection:
     """The next generation's connection: the storage format readers open, and DuckDB's memory capped so
     that what a publication holds spills to the staging folder rather than growing with history."""
     con = duckdb.connect(str(db), config={
-        "storage_compatibility_version": STORAGE_VERSION, "memory_limit": STAGING_MEMORY,
+        "storage_compatibility_version": STORAGE_VERSION, "memory_limit": PIPELINE_MEMORY,
         "temp_directory": str(db.parent / "spill"), "preserve_insertion_order": False})
     con.execute("SET enable_progress_bar = false")
     return con

@@ -19,7 +19,7 @@ QUARANTINE_RATE_LIMIT = 0.02
 
 
 def _count(warehouse: WarehouseResource, sql: str) -> int:
-    with warehouse.warehouse().reader() as con:
+    with warehouse.warehouse().reader(bounded=True) as con:
         return int(con.execute(sql).fetchone()[0])
 
 
@@ -83,7 +83,7 @@ def recompute_digests(con, sample: int | None = DIGEST_SAMPLE) -> tuple[list[str
 def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Run, protocol and environment digests recompute from the manifests' canonical JSON: every manifest
     the latest publication wrote, and a sample of the others."""
-    with warehouse.warehouse().reader() as con:
+    with warehouse.warehouse().reader(bounded=True) as con:
         bad, checked = recompute_digests(con)
     return dg.AssetCheckResult(passed=not bad, metadata={"mismatches": len(bad), "checked": checked,
                                                          "examples": ", ".join(bad[:5])})
@@ -92,7 +92,7 @@ def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 @dg.asset_check(asset=RUNS, name=QUARANTINE_RATE)
 def quarantine_rate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Warn when more than 2% of upstream rows were quarantined."""
-    with warehouse.warehouse().reader() as con:
+    with warehouse.warehouse().reader(bounded=True) as con:
         quarantined, accepted = con.execute(
             "SELECT (SELECT count(*) FROM snapshot_quarantine), (SELECT count(*) FROM observations)").fetchone()
         reasons = con.execute("SELECT reason, count(*) FROM quarantine GROUP BY 1 ORDER BY 2 DESC LIMIT 5").fetchall()
@@ -108,7 +108,7 @@ def quarantine_rate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 @dg.asset_check(asset=RUNS, name=UNKNOWN_KERNELS)
 def unknown_kernels(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Warn on kernels that ingested with a generic workload because `kernels/` does not know them."""
-    with warehouse.warehouse().reader() as con:
+    with warehouse.warehouse().reader(bounded=True) as con:
         names = [k for (k,) in con.execute("SELECT DISTINCT kernel FROM runs WHERE NOT known_kernel ORDER BY 1").fetchall()]
     return dg.AssetCheckResult(passed=not names, severity=dg.AssetCheckSeverity.WARN,
                                metadata={"unknown_kernels": ", ".join(names) or "none"})

@@ -61,7 +61,7 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     done = steps.publish(wh, warehouse.evidence_path(), warehouse.attestations_path())
     if not done.published:
         context.log.info("nothing new landed and the evidence is unchanged: the live warehouse stays as it is")
-    with wh.reader() as con:
+    with wh.reader(bounded=True) as con:
         yield _observations(con, done)
         yield dg.MaterializeResult(asset_key=CONTROLLED_EVIDENCE, metadata={
             **table_metadata(con, "controlled_runs", "SELECT title, status, median_value, unit FROM controlled_runs"),
