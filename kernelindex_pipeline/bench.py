@@ -31,6 +31,7 @@ from pathlib import Path
 from kernelindex_pipeline.defs.resources import SHIPPED_SOURCES, SHIPPED_UPSTREAM
 from kernelindex_pipeline.normalize import Snapshot, normalize
 from kernelindex_pipeline.sources import DirectorySource, Revision
+from kernelindex_pipeline.warehouse import Warehouse
 
 _TIMESTAMP = re.compile(rb",(\d{4})(-\d\d-\d\d \d\d:\d\d:\d\d),")
 _RUN_DIRECTORY = re.compile(r"^benchmarks/([0-9a-f]{7,40})")
@@ -132,14 +133,12 @@ def _cli(home: Path, sources: list[Path], *args: str) -> tuple[float, float]:
 
 
 def _db_bytes(home: Path) -> int:
-    return (home / "kernelindex.duckdb").resolve().stat().st_size
+    return Warehouse(home).db_path.resolve().stat().st_size
 
 
 def _runs(home: Path) -> int:
-    import duckdb
-
-    with duckdb.connect(str(home / "kernelindex.duckdb"), read_only=True) as con:
-        return con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    with Warehouse(home).reader() as con:
+        return con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
 
 
 def measure_history(copies: int, nightlies: int) -> dict:

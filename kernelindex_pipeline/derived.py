@@ -173,12 +173,13 @@ def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
 
 
 def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
-    """Stamp each run published for the first time with this publication's time; a run's stamp, once
-    written, never changes (a record page's "Published" date), even if the run is withdrawn and listed again."""
+    """Stamp each run published for the first time (only a run in scope can be) with this publication's
+    time; a run's stamp, once written, never changes (a record page's "Published" date), even if the run is
+    withdrawn and listed again."""
     [(added,)] = con.execute("""
         INSERT INTO publications
         SELECT run_id, date_trunc('second', get_current_timestamp()) FROM run_manifests
-        WHERE run_id NOT IN (SELECT run_id FROM publications)
+        WHERE run_id IN (SELECT run_id FROM scope_runs) AND run_id NOT IN (SELECT run_id FROM publications)
     """).fetchall()
     return added
 

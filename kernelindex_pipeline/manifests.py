@@ -71,8 +71,8 @@ def controlled_spec(row: dict) -> dict:
     it was checked, the ceilings its batch measured, and how close to them it came."""
     extra = {"correctness": json.loads(row["correctness"]) if row["correctness"] else {},
              "evidenceLevel": catalog.CONTROLLED}
-    for key, column in (("ceilings", "ceilings"), ("achieved", "achieved")):
-        value = json.loads(row[column]) if row[column] else None
+    for key in ("ceilings", "achieved"):
+        value = json.loads(row[key]) if row[key] else None
         if value:
             extra[key] = value
     if row["implementation_label"]:

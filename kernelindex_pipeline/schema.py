@@ -98,7 +98,6 @@ ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS samples DOUBLE[];
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_reason VARCHAR;
 """
 
-# Homes written before `manifests` was a view hold it as a table.
 MANIFESTS_VIEW_SQL = """
 CREATE OR REPLACE VIEW manifests AS
 SELECT m.run_id, '{"environment":' || e.manifest || ',"protocol":' || p.manifest || ',"run":' || m.run || '}'
@@ -106,3 +105,13 @@ SELECT m.run_id, '{"environment":' || e.manifest || ',"protocol":' || p.manifest
     m.run_digest
 FROM run_manifests m JOIN protocols p USING (protocol_digest) JOIN environments e USING (environment_digest)
 """
+
+
+def apply_schema(con) -> None:
+    """Bring a warehouse's tables up to date: create what is missing, add new columns, and turn a
+    `manifests` table (homes written before it was a view) into the view."""
+    con.execute(SCHEMA_SQL)
+    con.execute(MIGRATIONS_SQL)
+    if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'manifests'").fetchall()[0][0]:
+        con.execute("DROP TABLE manifests")
+    con.execute(MANIFESTS_VIEW_SQL)

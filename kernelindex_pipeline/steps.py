@@ -189,11 +189,13 @@ def normalize_snapshots(con: duckdb.DuckDBPyConnection, wh: Warehouse, keys: Seq
     totals = {"rows_in": 0, "quarantined": 0, "unparseable": 0, "observations": 0}
     parsed: list[str] = []
     batch: list[tuple] = []
-    for i, row in enumerate(listed):
-        batch.append(row)
-        if i + 1 == len(listed) or sum(r[-1] for r in batch) + listed[i + 1][-1] > NORMALIZE_BATCH_BYTES:
+    for row in listed:
+        if batch and sum(r[-1] for r in batch) + row[-1] > NORMALIZE_BATCH_BYTES:
             parsed += _normalize_batch(con, wh, batch, totals)
             batch = []
+        batch.append(row)
+    if batch:
+        parsed += _normalize_batch(con, wh, batch, totals)
     return StepResult(totals.pop("observations"), bool(parsed), {**totals, "snapshots": len(parsed), "keys": parsed})
 
 

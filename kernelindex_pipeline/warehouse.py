@@ -34,7 +34,7 @@ from pathlib import Path
 
 import duckdb
 
-from kernelindex_pipeline.schema import MANIFESTS_VIEW_SQL, MIGRATIONS_SQL, SCHEMA_SQL
+from kernelindex_pipeline.schema import apply_schema
 from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
@@ -43,8 +43,8 @@ PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
 # Tables that grow with history have their Parquet copy in parts, `tables/<table>/<epoch>.parquet`, one per
 # first publication of the runs it holds (`publications.published_at`, which never changes): a publication
 # writes the parts holding rows it changed (`publication_changes`) and links the others from the previous
-# generation, so its cost follows what it changed.
-# Each parted copy, by the table whose changed keys say which parts to write.
+# generation, so its cost follows what it changed. Each parted copy maps to the table whose changed keys
+# say which parts to write.
 PARTED_TABLES = {"runs": "runs", "manifests": "run_manifests"}
 PART_STAMP = "epoch(p.published_at)::BIGINT"
 
@@ -183,11 +183,7 @@ class Warehouse:
                 shutil.rmtree(path, ignore_errors=True)
                 raise WarehouseError(f"cannot stage the next warehouse in {self.generations_dir}: {_reason(exc)}") from exc
             try:
-                con.execute(SCHEMA_SQL)
-                con.execute(MIGRATIONS_SQL)
-                if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'manifests'").fetchone()[0]:
-                    con.execute("DROP TABLE manifests")
-                con.execute(MANIFESTS_VIEW_SQL)
+                apply_schema(con)
                 con.execute(VIEWS_SQL)
                 staging = Staging(con, path)
                 yield staging
