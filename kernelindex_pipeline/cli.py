@@ -70,7 +70,7 @@ def ingest(sources: list[str]) -> dict:
 
     wh = Warehouse()
     try:
-        upstream = UpstreamResource(locations=sources)
+        upstream = UpstreamResource.resolved(locations=sources)
         listed = upstream.list_revisions(cache_dir=wh.home / "http-cache")
     except SourceError as exc:
         raise CliError(f"cannot list upstream revisions: {exc}") from exc
@@ -85,7 +85,7 @@ def ingest(sources: list[str]) -> dict:
     landed = {r["revision_key"] for r in wh.landed()}
     todo = steps.still_to_fetch([r.key for r in listed], published)
     pending = landed - set(published)
-    resource = WarehouseResource()
+    resource = WarehouseResource.resolved()
     evidence_changed = fingerprint != steps.evidence_fingerprint(resource.evidence_path(), resource.attestations_path())
     if not todo and not pending and not evidence_changed:
         return {"new_revisions": 0, "ran": False, "revisions": len(listed)}

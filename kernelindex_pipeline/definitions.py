@@ -13,12 +13,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_definitions(locations: list[str] | None = None, home: str = "", evidence_dir: str = "") -> dg.Definitions:
-    """Definitions bound to given sources and warehouse (defaults: $KERNELINDEX_SOURCES, $KERNELINDEX_HOME)."""
+    """Definitions bound to given sources and warehouse, else to the environment (`from_environment`)."""
     return dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=PROJECT_ROOT),
         dg.Definitions(resources={
-            "upstream": UpstreamResource(locations=locations or []),
-            "warehouse": WarehouseResource(home=home, evidence_dir=evidence_dir),
+            "upstream": UpstreamResource.from_environment(locations=locations or []),
+            "warehouse": WarehouseResource.from_environment(home=home, evidence_dir=evidence_dir),
         }),
     )
 

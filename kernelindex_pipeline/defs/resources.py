@@ -1,8 +1,12 @@
-"""Resources: the warehouse under KERNELINDEX_HOME and the upstream source(s)."""
+"""Resources: the warehouse under KERNELINDEX_HOME and the upstream source(s).
 
+Their directory settings come from environment variables through `dg.EnvVar` (`from_environment`), so the
+UI shows which variable configures a resource and a run reads it when it starts; an unset variable leaves
+the shipped default."""
 
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import dagster as dg
 from pydantic import Field
@@ -22,13 +26,33 @@ def _or_env(value, name: str, default, kind):
     return value if value is not None else env_number(name, default, kind)
 
 
-class WarehouseResource(dg.ConfigurableResource):
-    """The embedded DuckDB + Parquet warehouse; `home` empty means $KERNELINDEX_HOME, else ./data."""
+class _FromEnvironment(dg.ConfigurableResource):
+    ENVIRONMENT: ClassVar[dict[str, str]] = {}  # field -> the environment variable that configures it
 
-    home: str = Field(default="", description="Warehouse directory (default: $KERNELINDEX_HOME or ./data)")
+    @classmethod
+    def from_environment(cls, **given):
+        """This resource with the non-empty `given` fields, and each other field in `ENVIRONMENT` whose
+        variable is set bound to it as `dg.EnvVar`."""
+        given = {field: value for field, value in given.items() if value}
+        bound = {field: dg.EnvVar(variable) for field, variable in cls.ENVIRONMENT.items()
+                 if field not in given and os.environ.get(variable)}
+        return cls(**bound, **given)
+
+    @classmethod
+    def resolved(cls, **given):
+        """`from_environment`, its variables read now: for use outside a Dagster run (the CLI)."""
+        return cls.from_environment(**given).process_config_and_initialize()
+
+
+class WarehouseResource(_FromEnvironment):
+    """The embedded DuckDB + Parquet warehouse; `home` empty means ./data."""
+
+    ENVIRONMENT = {"home": "KERNELINDEX_HOME", "attestations_dir": "KERNELINDEX_ATTESTATIONS"}
+
+    home: str = Field(default="", description="Warehouse directory ($KERNELINDEX_HOME; default ./data)")
     evidence_dir: str = Field(default="", description="Directory of committed rerun evidence (*.jsonl.gz)")
     attestations_dir: str = Field(default="", description="Directory of attestation files (*.json, "
-                                  "docs/attestations.md); default: $KERNELINDEX_ATTESTATIONS, else data/attestations")
+                                  "docs/attestations.md; $KERNELINDEX_ATTESTATIONS; default data/attestations)")
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None)
@@ -37,17 +61,20 @@ class WarehouseResource(dg.ConfigurableResource):
         return Path(self.evidence_dir) if self.evidence_dir else SHIPPED_EVIDENCE
 
     def attestations_path(self) -> Path:
-        return Path(self.attestations_dir or os.environ.get("KERNELINDEX_ATTESTATIONS") or SHIPPED_ATTESTATIONS)
+        return Path(self.attestations_dir) if self.attestations_dir else SHIPPED_ATTESTATIONS
 
 
-class UpstreamResource(dg.ConfigurableResource):
+class UpstreamResource(_FromEnvironment):
     """Upstream benchmark snapshots: directories laid out like data/upstream/liger-kernel, or GitHub URLs."""
+
+    ENVIRONMENT = {"sources": "KERNELINDEX_SOURCES"}
 
     locations: list[str] = Field(
         default_factory=list,
-        description="Directories or URLs (github:owner/name, http(s)://...); default: $KERNELINDEX_SOURCES "
-        "(comma-separated), else the shipped snapshots",
+        description="Directories or URLs (github:owner/name, http(s)://...); default: `sources`",
     )
+    sources: str = Field(default="", description="Comma-separated directories or URLs, used when `locations` "
+                         "is empty ($KERNELINDEX_SOURCES; default: the shipped main-branch snapshots)")
     # HTTP knobs; unset means the environment variable named beside it, else the default there (read when
     # a source is opened, so a bad value is a one-line SourceError where sources fail, not at import).
     timeout_s: float | None = Field(default=None, description="$KERNELINDEX_HTTP_TIMEOUT_S, else 30")
@@ -59,8 +86,7 @@ class UpstreamResource(dg.ConfigurableResource):
     def resolved_locations(self) -> list[str]:
         if self.locations:
             return list(self.locations)
-        configured = os.environ.get("KERNELINDEX_SOURCES", "")
-        return [s.strip() for s in configured.split(",") if s.strip()] or [str(SHIPPED_UPSTREAM)]
+        return [s.strip() for s in self.sources.split(",") if s.strip()] or [str(SHIPPED_UPSTREAM)]
 
     def _source(self, location: str, cache_dir: Path | None = None):
         options = {
