@@ -5,6 +5,44 @@ A *series* is one implementation (provider) in one comparison group: the same ke
 workload, environment and protocol family, followed across Liger releases and dates.
 """
 
+# Groups whose order changed between the previous upstream revision and the latest, among the comparison
+# groups that `{groups}` (a condition on comparison_key) admits.
+RANK_CHANGES_SQL = """
+WITH revisions AS (
+    SELECT revision_key, stream, committed_at,
+        dense_rank() OVER (ORDER BY committed_at DESC) AS age
+    FROM snapshots
+), cutoff AS (
+    SELECT max(committed_at) FILTER (WHERE age = 2) AS previous_at,
+        any_value(revision_key) FILTER (WHERE age = 1) AS latest_revision,
+        any_value(revision_key) FILTER (WHERE age = 2) AS previous_revision
+    FROM revisions
+), previous_listing AS (
+    SELECT stream, arg_max(revision_key, committed_at) AS revision_key
+    FROM revisions, cutoff WHERE committed_at <= previous_at GROUP BY stream
+), previous_runs AS (
+    SELECT DISTINCT run_id FROM observations JOIN previous_listing USING (revision_key)
+    UNION SELECT run_id FROM controlled_runs
+), previous_newest AS (
+    SELECT r.* FROM runs r SEMI JOIN previous_runs p USING (run_id)
+    WHERE r.status = 'passed' AND r.median_value IS NOT NULL AND {groups}
+    QUALIFY row_number() OVER (PARTITION BY comparison_key, provider ORDER BY observed_at DESC, run_id) = 1
+), previous_order AS (
+    SELECT comparison_key, string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS previous_order
+    FROM previous_newest GROUP BY comparison_key
+), current_order AS (
+    SELECT comparison_key, any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode,
+        any_value(metric) AS metric, any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu,
+        string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS current_order
+    FROM leaderboard WHERE {groups} GROUP BY comparison_key
+)
+SELECT c.kernel, c.operation_mode, c.metric, c.workload_slug, c.gpu, p.previous_order, c.current_order,
+    (SELECT previous_revision FROM cutoff) AS previous_revision,
+    (SELECT latest_revision FROM cutoff) AS latest_revision, c.comparison_key
+FROM current_order c JOIN previous_order p USING (comparison_key)
+WHERE p.previous_order <> c.current_order
+"""
+
 VIEWS_SQL = """
 CREATE OR REPLACE VIEW leaderboard AS
 SELECT r.kernel, r.operation_mode, r.metric, r.workload_slug, r.gpu, k.rank, k.group_size,
@@ -115,39 +153,7 @@ SELECT kernel, operation_mode, metric, workload_slug, source_gpu, source_order, 
 FROM claim_checks WHERE verdict IN ('reversed', 'indistinguishable');
 
 CREATE OR REPLACE VIEW rank_changes AS
-WITH revisions AS (
-    SELECT revision_key, stream, committed_at,
-        dense_rank() OVER (ORDER BY committed_at DESC) AS age
-    FROM snapshots
-), cutoff AS (
-    SELECT max(committed_at) FILTER (WHERE age = 2) AS previous_at,
-        any_value(revision_key) FILTER (WHERE age = 1) AS latest_revision,
-        any_value(revision_key) FILTER (WHERE age = 2) AS previous_revision
-    FROM revisions
-), previous_listing AS (
-    SELECT stream, arg_max(revision_key, committed_at) AS revision_key
-    FROM revisions, cutoff WHERE committed_at <= previous_at GROUP BY stream
-), previous_runs AS (
-    SELECT DISTINCT run_id FROM observations JOIN previous_listing USING (revision_key)
-    UNION SELECT run_id FROM controlled_runs
-), previous_newest AS (
-    SELECT r.* FROM runs r SEMI JOIN previous_runs p USING (run_id)
-    WHERE r.status = 'passed' AND r.median_value IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY comparison_key, provider ORDER BY observed_at DESC, run_id) = 1
-), previous_order AS (
-    SELECT comparison_key, string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS previous_order
-    FROM previous_newest GROUP BY comparison_key
-), current_order AS (
-    SELECT comparison_key, any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode,
-        any_value(metric) AS metric, any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu,
-        string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS current_order
-    FROM leaderboard GROUP BY comparison_key
-)
-SELECT c.kernel, c.operation_mode, c.metric, c.workload_slug, c.gpu, p.previous_order, c.current_order,
-    (SELECT previous_revision FROM cutoff) AS previous_revision,
-    (SELECT latest_revision FROM cutoff) AS latest_revision, c.comparison_key
-FROM current_order c JOIN previous_order p USING (comparison_key)
-WHERE p.previous_order <> c.current_order;
+{rank_changes};
 
 -- Each kernel's reference run (its golden commit, else the file's default) against its newest gh-pages run,
 -- per implementation, pass, metric, workload and GPU: the comparison Liger's dashboard draws.
@@ -181,4 +187,4 @@ SELECT n.kernel, n.provider, n.operation_mode, n.metric, n.workload_slug, n.gpu,
     n.benchmarked_commit AS newest_commit, n.run_id AS newest_run_id, n.median_value AS newest_median,
     round(n.median_value / r.median_value, 4) AS newest_over_golden
 FROM newest n JOIN ref r USING (kernel, provider, operation_mode, metric, workload_slug, gpu);
-"""
+""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"))

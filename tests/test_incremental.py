@@ -8,8 +8,10 @@ import duckdb
 import pytest
 
 from kernelindex_pipeline import steps
+from kernelindex_pipeline.defs.publish import CHANGED_GROUPS
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE, SHIPPED_GH_PAGES, SHIPPED_UPSTREAM
 from kernelindex_pipeline.sources import DirectorySource, FileDeletedAtRevision
+from kernelindex_pipeline.views import RANK_CHANGES_SQL
 from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
 
 # Every table a publication derives, and what tells two builds apart in the others (`publication` numbers
@@ -53,19 +55,29 @@ def builds(tmp_path_factory):
     stepwise = Warehouse(tmp_path_factory.mktemp("stepwise"))
     scopes = [_publish(stepwise, revisions[:8], no_evidence).runs.details["in_scope"],
               _publish(stepwise, [], SHIPPED_EVIDENCE).runs.details["in_scope"]]
+    orders = []
     for chunk in (revisions[8:12], revisions[12:13], revisions[13:17], revisions[17:]):
         scopes.append(_publish(stepwise, chunk, SHIPPED_EVIDENCE).runs.details["in_scope"])
-    return at_once.home, stepwise.home, scopes
+        orders.append(_order_changes(stepwise))
+    return at_once.home, stepwise.home, scopes, orders
+
+
+def _order_changes(wh: Warehouse) -> tuple[list, list]:
+    """(the `rank_changes` view, the same for the groups the latest publication changed: what the UI shows)."""
+    with wh.reader() as con:
+        every = con.execute("SELECT * FROM rank_changes ORDER BY ALL").fetchall()
+        changed = con.execute(f"SELECT * FROM ({RANK_CHANGES_SQL.format(groups=CHANGED_GROUPS)}) ORDER BY ALL")
+        return every, changed.fetchall()
 
 
 @pytest.mark.parametrize("table", sorted(COMPARED))
 def test_publishing_step_by_step_equals_one_publication(builds, table):
-    at_once, stepwise, _ = builds
+    at_once, stepwise, *_ = builds
     assert _rows(stepwise, table, COMPARED[table]) == _rows(at_once, table, COMPARED[table])
 
 
 def test_each_parquet_copy_holds_its_table(builds):
-    _, stepwise, _ = builds
+    _, stepwise, *_ = builds
     wh = Warehouse(stepwise)
     with duckdb.connect() as con:
         for table in PARQUET_TABLES:
@@ -74,15 +86,21 @@ def test_each_parquet_copy_holds_its_table(builds):
 
 
 def test_a_publication_recomputes_only_the_runs_it_touches(builds):
-    at_once, _, scopes = builds
+    at_once, _, scopes, _ = builds
     [(runs,)] = _rows(at_once, "(SELECT count(*) FROM runs)", "*")
     [(controlled,)] = _rows(at_once, "(SELECT count(*) FROM controlled_runs)", "*")
     assert scopes[1] == controlled  # new evidence: the controlled runs, no source run
     assert all(0 < scope < runs / 2 for scope in scopes[2:]), scopes
 
 
+def test_the_order_changes_shown_are_those_of_the_groups_a_publication_changed(builds):
+    orders = builds[3]
+    assert any(every for every, _ in orders)
+    assert all(changed == every for every, changed in orders)
+
+
 def test_a_nightly_links_the_parquet_parts_it_did_not_change(builds, tmp_path):
-    _, stepwise, _ = builds
+    _, stepwise, *_ = builds
     home = tmp_path / "home"
     shutil.copytree(stepwise, home, symlinks=True)
     wh = Warehouse(home)

@@ -6,6 +6,7 @@ import dagster as dg
 from kernelindex_pipeline import steps
 from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
+from kernelindex_pipeline.views import RANK_CHANGES_SQL
 
 RUN_OBSERVATIONS = dg.AssetKey("run_observations")
 CONTROLLED_EVIDENCE = dg.AssetKey("controlled_evidence")
@@ -17,6 +18,7 @@ ORDER_CHANGES_SQL = """
 SELECT kernel, operation_mode AS mode, metric, workload_slug AS workload, gpu, previous_order, current_order
 FROM changes ORDER BY kernel, mode, metric, workload, gpu
 """
+CHANGED_GROUPS = "comparison_key IN (SELECT key FROM publication_changes WHERE table_name = 'ranks')"
 RANK_LEADERS_SQL = """
 SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_implementation AS leader,
     margin, confidence FROM rank_confidence ORDER BY group_size DESC, margin DESC
@@ -71,8 +73,9 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
                                           "ORDER BY observed_at DESC"),
             "changed": done.runs.changed, "quarantined": done.runs.details.get("quarantined", 0)})
         yield dg.MaterializeResult(asset_key=RUN_MANIFESTS, metadata={
-            **table_metadata(con, "manifests", "SELECT r.title, r.workload_slug, m.run_id, m.run_digest "
-                                               "FROM manifests m JOIN runs r USING (run_id) ORDER BY r.observed_at DESC"),
+            **table_metadata(con, "run_manifests", "SELECT r.title, r.workload_slug, m.run_id, m.run_digest FROM "
+                                                   "(SELECT * FROM runs ORDER BY observed_at DESC LIMIT 10) r "
+                                                   "JOIN run_manifests m USING (run_id) ORDER BY r.observed_at DESC"),
             "changed": done.manifests.changed})
         yield dg.MaterializeResult(asset_key=COMPARISON_RANKS, metadata=_ranks_metadata(con, done))
 
@@ -97,7 +100,8 @@ def _ranks_metadata(con, done: steps.Publication) -> dict:
     and the #1 of the largest groups with its margin over #2 (`rank_confidence`)."""
     metadata = table_metadata(con, "ranks")
     [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
-    con.register("changes", con.sql("SELECT * FROM rank_changes").to_arrow_table())  # the view, computed once
+    # `rank_changes`, for the groups whose ranks this publication changed (no other group's order moved), once
+    con.register("changes", con.sql(RANK_CHANGES_SQL.format(groups=CHANGED_GROUPS)).to_arrow_table())
     [(order_changes, previous, latest)] = con.execute(
         "SELECT count(*), any_value(previous_revision), any_value(latest_revision) FROM changes").fetchall()
     heading = (f"**{order_changes} group(s) changed order** between `{previous}` and `{latest}`\n\n"
