@@ -178,9 +178,13 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
     withdrawn and listed again."""
     [(added,)] = con.execute("""
         INSERT INTO publications
-        SELECT run_id, date_trunc('second', get_current_timestamp()) FROM run_manifests
-        WHERE run_id IN (SELECT run_id FROM scope_runs) AND run_id NOT IN (SELECT run_id FROM publications)
+        SELECT run_id, date_trunc('second', get_current_timestamp()), source FROM runs
+        WHERE run_id IN (SELECT run_id FROM scope_runs) AND run_id IN (SELECT run_id FROM run_manifests)
+          AND run_id NOT IN (SELECT run_id FROM publications)
     """).fetchall()
+    # Stamps written before they named their run's source (the Parquet parts are per stamp and source).
+    con.execute("UPDATE publications SET source = r.source FROM runs r "
+                "WHERE publications.source IS NULL AND publications.run_id = r.run_id").fetchall()
     return added
 
 

@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS attestations (
     attestation_id VARCHAR, run_id VARCHAR, type VARCHAR, author VARCHAR, attested_on DATE, note VARCHAR,
     metric VARCHAR, median_value DOUBLE, p20_value DOUBLE, p80_value DOUBLE, environment VARCHAR, command VARCHAR,
     file VARCHAR);
-CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPTZ);
+CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPTZ, source VARCHAR);
 CREATE TABLE IF NOT EXISTS publication_changes (table_name VARCHAR, key VARCHAR);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,
@@ -90,6 +90,7 @@ ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS problem VARCHAR;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS publication BIGINT;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS benchmarked_commit VARCHAR;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS release VARCHAR;
+ALTER TABLE publications ADD COLUMN IF NOT EXISTS source VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS benchmarked_commit VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS release VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS awaiting_rerun BOOLEAN;

@@ -40,13 +40,15 @@ from kernelindex_pipeline.views import VIEWS_SQL
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
 # Every table with a Parquet copy under tables/: the contract tables and what analysts join them with.
 PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
-# Tables that grow with history have their Parquet copy in parts, `tables/<table>/<epoch>.parquet`, one per
-# first publication of the runs it holds (`publications.published_at`, which never changes): a publication
-# writes the parts holding rows it changed (`publication_changes`) and links the others from the previous
-# generation, so its cost follows what it changed. Each parted copy maps to the table whose changed keys
-# say which parts to write.
+# Tables that grow with history have their Parquet copy in parts, `tables/<table>/published-<epoch>-<source>.parquet`,
+# one per first publication and source of the runs it holds (`publications`, which never changes): a
+# publication writes the parts holding rows it changed (`publication_changes`) and links the others from the
+# previous generation, so its cost follows what it changed. (A new revision of one source re-lists that
+# source's runs, whose last-seen revision changes: per source, their part is the only old one rewritten.)
+# Each parted copy maps to the table whose changed keys say which parts to write.
 PARTED_TABLES = {"runs": "runs", "manifests": "run_manifests"}
-PART_STAMP = "epoch(p.published_at)::BIGINT"
+PART_NAME = ("'published-' || epoch(p.published_at)::BIGINT || '-' "
+             "|| regexp_replace(coalesce(p.source, ''), '[^A-Za-z0-9_-]', '_', 'g') || '.parquet'")
 
 # New files are written in the storage format of DuckDB 1.4, which every DuckDB since reads: the CLI
 # analysts install from the package registry (duckdb-cli 1.5.x) cannot open DuckDB 2.0's own format.
@@ -341,20 +343,20 @@ def _write_parts(con: duckdb.DuckDBPyConnection, table: str, changes: str, direc
     written, the others hard-linked from the previous generation's."""
     directory.mkdir()
     parted = f"FROM {table} t JOIN publications p USING (run_id)"
-    stamps = [s for (s,) in con.execute(f"SELECT DISTINCT {PART_STAMP} {parted}").fetchall()]
-    changed = {s for (s,) in con.execute(
-        f"SELECT DISTINCT {PART_STAMP} FROM publications p "
+    names = [n for (n,) in con.execute(f"SELECT DISTINCT {PART_NAME} {parted}").fetchall()]
+    changed = {n for (n,) in con.execute(
+        f"SELECT DISTINCT {PART_NAME} FROM publications p "
         "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [changes]).fetchall()}
-    for stamp in stamps:
-        part = directory / f"published-{stamp}.parquet"
-        kept = previous / part.name if previous is not None and stamp not in changed else None
+    for name in names:
+        part = directory / name
+        kept = previous / name if previous is not None and name not in changed else None
         if kept is not None and kept.is_file():
             os.link(kept, part)
         else:
             # Unsorted, in small row groups: a part of a history's manifests is gigabytes of text, which a
             # sort or a default row group (122,880 rows) would hold in memory at once.
-            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_STAMP} = ?) TO '{part}' "
-                        "(FORMAT parquet, ROW_GROUP_SIZE 16384)", [stamp])
+            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_NAME} = ?) TO '{part}' "
+                        "(FORMAT parquet, ROW_GROUP_SIZE 16384)", [name])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
