@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import urllib.parse
@@ -47,8 +48,7 @@ PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
 # source's runs, whose last-seen revision changes: per source, their part is the only old one rewritten.)
 # Each parted copy maps to the table whose changed keys say which parts to write.
 PARTED_TABLES = {"runs": "runs", "manifests": "run_manifests"}
-PART_NAME = ("'published-' || epoch(p.published_at)::BIGINT || '-' "
-             "|| regexp_replace(coalesce(p.source, ''), '[^A-Za-z0-9_-]', '_', 'g') || '.parquet'")
+PART_KEY = "epoch(p.published_at)::BIGINT, p.source"
 
 # New files are written in the storage format of DuckDB 1.4, which every DuckDB since reads: the CLI
 # analysts install from the package registry (duckdb-cli 1.5.x) cannot open DuckDB 2.0's own format.
@@ -342,21 +342,22 @@ def _write_parts(con: duckdb.DuckDBPyConnection, table: str, changes: str, direc
     """A table's Parquet parts (see PARTED_TABLES): those holding a row this publication changed are
     written, the others hard-linked from the previous generation's."""
     directory.mkdir()
-    parted = f"FROM {table} t JOIN publications p USING (run_id)"
-    names = [n for (n,) in con.execute(f"SELECT DISTINCT {PART_NAME} {parted}").fetchall()]
-    changed = {n for (n,) in con.execute(
-        f"SELECT DISTINCT {PART_NAME} FROM publications p "
-        "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [changes]).fetchall()}
-    for name in names:
-        part = directory / name
-        kept = previous / name if previous is not None and name not in changed else None
+    # Every run has one manifest and one stamp: the stamps name the parts of both tables.
+    parts = con.execute(f"SELECT DISTINCT {PART_KEY} FROM publications p").fetchall()
+    changed = set(con.execute(
+        f"SELECT DISTINCT {PART_KEY} FROM publications p "
+        "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [changes]).fetchall())
+    for stamp, source in parts:
+        part = directory / f"published-{stamp}-{re.sub(r'[^A-Za-z0-9_-]', '_', source or '')}.parquet"
+        kept = previous / part.name if previous is not None and (stamp, source) not in changed else None
         if kept is not None and kept.is_file():
             os.link(kept, part)
         else:
             # Unsorted, in small row groups: a part of a history's manifests is gigabytes of text, which a
             # sort or a default row group (122,880 rows) would hold in memory at once.
-            con.execute(f"COPY (SELECT t.* {parted} WHERE {PART_NAME} = ?) TO '{part}' "
-                        "(FORMAT parquet, ROW_GROUP_SIZE 16384)", [name])
+            con.execute(f"COPY (SELECT t.* FROM {table} t JOIN publications p USING (run_id) "
+                        f"WHERE ({PART_KEY}) IS NOT DISTINCT FROM (?, ?)) TO '{part}' "
+                        "(FORMAT parquet, ROW_GROUP_SIZE 16384)", [stamp, source])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
