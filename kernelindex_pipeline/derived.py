@@ -18,7 +18,7 @@ from kernelindex_pipeline import catalog, claims, evidence
 from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
 from kernelindex_pipeline.manifests import build_manifests
-from kernelindex_pipeline.ranking import RANKS_SQL
+from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
 
 
@@ -196,10 +196,12 @@ def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
     changed |= replace_where(con, "reproductions",
                              f"controlled_run_id IN ({group_runs}) OR source_run_id IN ({group_runs})",
                              f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL", key="source_run_id")
+    listed = add_listing_ranks(con)
+    changed |= listed > 0
     con.register("cc_new", claims.claim_checks(con))
     changed |= replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                              key="comparison_key")
     con.unregister("cc_new")
     [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
     [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
-    return StepResult(count, changed, {"groups": groups})
+    return StepResult(count, changed, {"groups": groups, "listing_ranks": listed})

@@ -45,13 +45,15 @@ SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider,
     r.observed_at, r.evidence_level, r.source, r.status, r.withdrawn_upstream, r.liger_version, r.comparison_key,
     r.source_unit, r.source_p20, r.source_p50, r.source_p80,
     m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
-    k.rank, k.group_size, {published_at} AS published_at
+    k.rank, k.group_size, {published_at} AS published_at, {listing_rank}
 FROM runs r
 JOIN manifests m USING (run_id)
 LEFT JOIN (SELECT * FROM workloads QUALIFY row_number() OVER (PARTITION BY workload_digest) = 1) w USING (workload_digest)
 LEFT JOIN implementations i USING (implementation_digest)
 LEFT JOIN ranks k USING (run_id)
 {publications}
+{listing_ranks}
+{only}
 ORDER BY r.run_id
 """
 
@@ -150,8 +152,28 @@ def claim_checks_section(checks: list[dict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
+def run_records(con, run_ids: list[str] | None = None) -> list[dict]:
+    """What the record pages show of each run (of `run_ids`, else of all), by run id."""
+    # A home last written before these tables existed has them from its next ingest on.
+    stamped, listed = _has_table(con, "publications"), _has_table(con, "listing_ranks")
+    sql = EXPORT_SQL.format(
+        published_at="p.published_at" if stamped else "NULL",
+        publications="LEFT JOIN publications p USING (run_id)" if stamped else "",
+        listing_rank=("lr.rank AS listing_rank, lr.group_size AS listing_group_size, "
+                      "lr.leader_run_id AS listing_leader_run_id, lr.listed_at" if listed else
+                      "NULL AS listing_rank, NULL AS listing_group_size, NULL AS listing_leader_run_id, "
+                      "NULL AS listed_at"),
+        listing_ranks="LEFT JOIN listing_ranks lr USING (run_id)" if listed else "",
+        only="" if run_ids is None else "WHERE list_contains(?, r.run_id)")
+    cursor = con.execute(sql, [] if run_ids is None else [run_ids])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
 def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = (),
-                site: Site = Site(), attestations: list[dict] = ()) -> str:
+                site: Site = Site(), attestations: list[dict] = (), listing_leader: dict | None = None) -> str:
+    """A run's record page. ``leader`` is its group's #1 now; ``listing_leader`` the #1 when upstream first
+    listed the run, cited where a newer run of the same implementation has since taken its place."""
     manifest = json.loads(run["manifest"])
     spec = manifest["run"]["spec"]
     protocol = manifest["protocol"]["spec"]
@@ -165,10 +187,19 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     group = group_slug(run["comparison_key"])
     level = run["evidence_level"]
 
+    superseded = ""
     if run["rank"] is not None:
         rank_line = f"Rank {run['rank']} in its comparison group · {_e(level)} comparison · observed {observed}"
     elif run["withdrawn_upstream"]:
         rank_line = f"Not ranked: withdrawn upstream · {_e(level)} comparison · observed {observed}"
+    elif run.get("listing_rank") is not None:
+        rank_line = f"Rank {run['listing_rank']} in its comparison group · {_e(level)} comparison · observed {observed}"
+        current = (f"<a href=\"../groups/{group}.html\">the group's current ranking</a>" if group in groups_with_pages
+                   else "the group's current ranking")
+        superseded = (f"<p class=\"superseded muted\">Its rank among the {run['listing_group_size']} implementations "
+                      f"listed when {_e(source_title)} first published it ({run['listed_at']:%Y-%m-%d}); a newer "
+                      f"{_e(run['implementation'])} run represents {_e(run['implementation'])} in {current}.</p>")
+        leader = listing_leader
     else:
         rank_line = (f"Not ranked: a newer run of this implementation represents it · {_e(level)} comparison · "
                      f"observed {observed}")
@@ -178,7 +209,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
                    f"Compare with #1 →</a> <span class=\"muted\">{_e(leader['implementation'])} · "
                    f"{quantity(leader['median_value'], unit)}</span></p>")
     elif leader:
-        compare = "<p class=\"compare\">This run is #1 in its comparison group.</p>"
+        compare = (f"<p class=\"compare\">This run {'was' if superseded else 'is'} #1 in its comparison group"
+                   f"{' when listed' if superseded else ''}.</p>")
     native = spec.get("sourceNative", {}).get("metrics", {})
     native_line = " · ".join(f"{_e(k.replace('_', ' '))} {_e(v)}" for k, v in native.items())
 
@@ -186,7 +218,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     sections.append(
         "<section id=\"primary\"><h2>Primary measurement</h2>"
         f"<p class=\"primary\"><span class=\"value\">{quantity(run['median_value'], unit, '')}</span>"
-        f"<span class=\"stat\">median</span></p><p class=\"rank\">{rank_line}</p>{compare}"
+        f"<span class=\"stat\">median</span></p><p class=\"rank\">{rank_line}</p>{superseded}{compare}"
         + (f"<p class=\"native\">{native_line}</p>" if native_line else "") + "</section>")
 
     identity = [
@@ -464,13 +496,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     directory = Path(directory)
     _write = _Writer(directory)
     with Warehouse().reader() as con:
-        # A home last written before these tables existed has them from its next ingest on.
-        stamped = _has_table(con, "publications")
-        cursor = con.execute(EXPORT_SQL.format(
-            published_at="p.published_at" if stamped else "NULL",
-            publications="LEFT JOIN publications p USING (run_id)" if stamped else ""))
-        names = [d[0] for d in cursor.description]
-        runs = [dict(zip(names, row)) for row in cursor.fetchall()]
+        runs = run_records(con)
         attestations_by_run: dict[str, list[dict]] = defaultdict(list)
         if _has_table(con, "attestations"):
             cursor = con.execute("SELECT * FROM attestations")
@@ -483,6 +509,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
             checks_by_run[check["a_run_id"]].append(check)
             checks_by_run[check["b_run_id"]].append(check)
     liger = {r["run_id"] for r in runs if r["project"] == "Liger-Kernel"}
+    by_id = {r["run_id"]: r for r in runs}
     index = []
     step = max(1, len(runs) // 50)
     for n, run in enumerate(runs, 1):
@@ -528,7 +555,8 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         for run in members:
             _write(directory / "runs" / f"{run['run_id']}.html",
                    record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], []), site,
-                               attestations_by_run.get(run["run_id"], [])))
+                               attestations_by_run.get(run["run_id"], []),
+                               by_id.get(run["listing_leader_run_id"])))
             done += 1
             if done % step == 0:
                 progress(done, total, "pages")

@@ -77,6 +77,8 @@ CREATE TABLE IF NOT EXISTS attestations (
     metric VARCHAR, median_value DOUBLE, p20_value DOUBLE, p80_value DOUBLE, environment VARCHAR, command VARCHAR,
     file VARCHAR);
 CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPTZ, source VARCHAR);
+CREATE TABLE IF NOT EXISTS listing_ranks (run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT,
+    leader_run_id VARCHAR, listed_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS publication_changes (table_name VARCHAR, key VARCHAR);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,

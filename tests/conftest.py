@@ -173,13 +173,15 @@ def next_warehouse(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def analyst_home(tmp_path_factory) -> Path:
-    """KERNELINDEX_HOME of a warehouse built once, in-process, by `kernelindex ingest` from the shipped data."""
-    from shipped_warehouse import ingest_into
+    """KERNELINDEX_HOME of a warehouse built once, in-process, by `kernelindex ingest` from the shipped
+    main-branch files: the source the seed records were published from, and the one docs/warehouse.md's
+    examples describe. tests/test_gh_pages_ingest.py builds the default, both shipped sources."""
+    from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
     home = tmp_path_factory.mktemp("analyst-warehouse")
     saved = os.environ.pop("DAGSTER_HOME", None)
     try:
-        assert ingest_into(home) == 0
+        assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     finally:
         if saved is not None:
             os.environ["DAGSTER_HOME"] = saved

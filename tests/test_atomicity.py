@@ -46,8 +46,10 @@ def parquet_rows_match_tables(home) -> None:
 
 
 def start_ingest(home, source, **env) -> subprocess.Popen:
+    """An ingest in a process group of its own, so that a kill reaches what it started (Dagster's log tailer
+    would otherwise outlive it and hold its output open)."""
     return subprocess.Popen(kernelindex_cmd("ingest", "--source", str(source)), cwd=REPO, env=cli_env(home, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def test_sigkill_at_random_instants_leaves_the_previous_or_the_next_warehouse_whole(
@@ -66,7 +68,7 @@ def test_sigkill_at_random_instants_leaves_the_previous_or_the_next_warehouse_wh
         instant = rng.uniform(0.0, duration * 1.1)
         process = start_ingest(home, next_source)
         time.sleep(instant)
-        process.send_signal(signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
         state = published_state(home)
         assert state in (before, after), f"kill {n} at {instant:.2f} s left a mixed warehouse"

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from conftest import copy_home, query
-from shipped_warehouse import ingest_into
+from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline.attestations import Refused, validate
 
@@ -79,7 +79,7 @@ def test_ingest_stores_attestations_quarantines_bad_ones_and_shows_them_on_the_p
     (folder / "reader.json").write_text(json.dumps(reproduction(run=run_id, date=today)), encoding="utf-8")
     (folder / "broken.json").write_text('{"kind": "Attestation", ', encoding="utf-8")
     monkeypatch.setenv("KERNELINDEX_ATTESTATIONS", str(folder))
-    assert ingest_into(home) == 0  # no new revision: the attestation files alone republish
+    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0  # no new revision: the attestations republish
     assert query(home, "SELECT run_id, type, median_value FROM attestations") == [(run_id, "reproduction", 150200.0)]
     [(reason,)] = query(home, "SELECT reason FROM quarantine WHERE revision_key = 'attestations/broken.json'")
     assert reason.startswith("not JSON")

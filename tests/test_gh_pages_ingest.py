@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import re
 
 import pytest
 from conftest import query
+from test_export import text_of
 from shipped_warehouse import REPO, SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline import cli
+from kernelindex_pipeline.export import group_slug, record_page, run_records
+from kernelindex_pipeline.warehouse import Warehouse
 
 GH_PAGES = REPO / "data" / "upstream" / "liger-kernel-gh-pages"
 SEED = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
@@ -17,9 +22,76 @@ SEED = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_
 
 @pytest.fixture(scope="module")
 def both_home(tmp_path_factory):
+    """The default build: `kernelindex ingest` with no source takes both shipped sources."""
     home = tmp_path_factory.mktemp("both-sources")
-    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM), "--source", str(GH_PAGES)) == 0
+    saved = os.environ.pop("KERNELINDEX_SOURCES", None)
+    try:
+        assert ingest_into(home) == 0
+    finally:
+        if saved is not None:
+            os.environ["KERNELINDEX_SOURCES"] = saved
+    assert {s for (s,) in query(home, "SELECT DISTINCT source FROM snapshots")} == {
+        "liger-kernel-bench", "liger-kernel-gh-pages"}
     return home
+
+
+def pages(home, *run_ids: str) -> dict[str, str]:
+    """The record pages of these runs as the export writes them, as text (their groups have pages)."""
+    with Warehouse(home).reader() as con:
+        records = {r["run_id"]: r for r in run_records(con, list(run_ids))}
+        (leaders,) = con.execute("SELECT list(DISTINCT leader_run_id) FROM listing_ranks WHERE list_contains(?, run_id)",
+                                 [list(run_ids)]).fetchone()
+        listing_leaders = {r["run_id"]: r for r in run_records(con, leaders)}
+    groups = {group_slug(r["comparison_key"]) for r in records.values()}
+    return {rid: record_page(r, None, groups, listing_leader=listing_leaders.get(r["listing_leader_run_id"]))
+            for rid, r in records.items()}
+
+
+def test_the_seed_keeps_the_rank_upstream_listed_it_at_and_leads_to_the_current_ranking(both_home):
+    """Newer gh-pages runs of Liger have replaced the llama4_rope seed's run in `ranks`; its page keeps
+    "Rank 2" and its #1 as upstream listed it (`listing_ranks`), and leads to the group's current ranking."""
+    [(run_id, key, rank, size, leader, current)] = query(
+        both_home, "SELECT r.run_id, r.comparison_key, l.rank, l.group_size, l.leader_run_id, k.rank FROM runs r "
+                   "JOIN listing_ranks l USING (run_id) LEFT JOIN ranks k USING (run_id) WHERE r.external_id = ?",
+        [SEED])
+    assert (rank, size, current) == (2, 2, None)
+    [(now_first,)] = query(both_home, "SELECT run_id FROM ranks WHERE comparison_key = ? AND rank = 1", [key])
+    assert leader != now_first
+    shown = pages(both_home, run_id, leader)
+    text = text_of(shown[run_id])
+    assert "Rank 2 in its comparison group · source-native comparison · observed 2025-08-07" in text
+    assert "a newer Liger run represents Liger in the group's current ranking" in text
+    assert f'href="../groups/{group_slug(key)}.html"' in shown[run_id]
+    target = re.search(r'<a id="compare-with-1" href="([^"]+)">Compare with #1 →</a>', shown[run_id]).group(1)
+    assert target == f"{leader}.html"
+    leader_text = text_of(shown[leader])
+    assert "Rank 1 in its comparison group" in leader_text
+    assert "This run was #1 in its comparison group when listed." in leader_text
+
+
+def test_listing_ranks_agree_with_ranks_where_no_newer_run_took_the_place(both_home):
+    """A run still ranked had, when first listed, the rank it has now unless its group changed since: in the
+    shipped data, for nearly all of them; and every source run has a listing row."""
+    [(ranked, same)] = query(both_home, "SELECT count(*), count(*) FILTER (WHERE l.rank = k.rank "
+                                        "AND l.group_size = k.group_size) FROM ranks k JOIN listing_ranks l USING (run_id)")
+    assert ranked > 0 and same / ranked > 0.95
+    assert query(both_home, "SELECT count(*) FROM runs WHERE evidence_level = 'source-native' AND status = 'passed' "
+                            "AND median_value IS NOT NULL AND run_id NOT IN (SELECT run_id FROM listing_ranks)") == [(0,)]
+
+
+def test_the_integrity_checks_pass_with_both_sources_and_the_warnings_say_why(both_home):
+    """Ids, ranks, manifests and digests hold; the gh-pages runs' DyT rows (kernel_name `dyt_beta=True`) and
+    kernels `kernels/` does not know are warnings, with their reasons."""
+    from kernelindex_pipeline.defs import checks
+    from kernelindex_pipeline.defs.resources import WarehouseResource
+
+    resource = WarehouseResource(home=str(both_home))
+    for check in (checks.unique_run_ids, checks.no_orphan_ranks, checks.every_run_has_manifest,
+                  checks.digests_recompute):
+        assert check(warehouse=resource).passed, next(iter(check.check_specs)).name
+    quarantine = checks.quarantine_rate(warehouse=resource)
+    assert quarantine.severity.value == "WARN" and "dyt_beta=" in quarantine.metadata["top_reasons"].value
+    assert checks.unknown_kernels(warehouse=resource).metadata["unknown_kernels"].value != "none"
 
 
 def _data_lines() -> int:

@@ -18,7 +18,7 @@ from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
 # the order of publications, which differs by construction).
 COMPARED = {"runs": "*", "manifests": "*", "ranks": "*", "quarantine": "*", "reproductions": "*",
             "claim_checks": "*", "observations": "*", "snapshot_quarantine": "*", "golden_commits": "*",
-            "snapshots": "* EXCLUDE (publication)", "publications": "run_id"}
+            "snapshots": "* EXCLUDE (publication)", "publications": "run_id, source", "listing_ranks": "*"}
 
 
 def _revisions() -> list:

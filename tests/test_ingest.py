@@ -53,11 +53,11 @@ def test_withdrawn_runs_are_kept_and_unranked(shipped_warehouse):
 
 def test_second_ingest_with_nothing_new_rewrites_no_row(tmp_path, capsys):
     home = tmp_path / "home"
-    assert ingest_into(home) == 0
+    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     wh = Warehouse(home)
     before, files = checksums(wh), parquet_bytes(wh)
     capsys.readouterr()
-    assert ingest_into(home) == 0
+    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     assert "nothing new" in capsys.readouterr().out
     assert checksums(wh) == before and parquet_bytes(wh) == files
 
@@ -65,13 +65,13 @@ def test_second_ingest_with_nothing_new_rewrites_no_row(tmp_path, capsys):
 def test_rematerializing_every_asset_changes_nothing(tmp_path):
     """Even a forced full re-run over all partitions (the nightly schedule's run) leaves every table as it was."""
     home = tmp_path / "home"
-    assert ingest_into(home) == 0
+    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     wh = Warehouse(home)
     before, files = checksums(wh), parquet_bytes(wh)
     instance = dg.DagsterInstance.ephemeral()
     keys = [r.key for r in DirectorySource(str(SHIPPED_UPSTREAM)).list_revisions()]
     instance.add_dynamic_partitions(upstream_revisions.name, keys)
-    job = build_definitions(home=str(home)).resolve_job_def(schedules.INGEST_JOB)
+    job = build_definitions(locations=[str(SHIPPED_UPSTREAM)], home=str(home)).resolve_job_def(schedules.INGEST_JOB)
     assert job.execute_in_process(instance=instance, tags=schedules.range_tags(keys)).success
     assert checksums(wh) == before and parquet_bytes(wh) == files
 

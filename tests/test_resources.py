@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from kernelindex_pipeline.defs.resources import SHIPPED_ATTESTATIONS, SHIPPED_UPSTREAM, WarehouseResource
+from kernelindex_pipeline.defs.resources import (SHIPPED_ATTESTATIONS, SHIPPED_GH_PAGES, SHIPPED_UPSTREAM,
+                                                 WarehouseResource)
 from kernelindex_pipeline.definitions import build_definitions
 
 
@@ -33,4 +34,4 @@ def test_given_values_win_and_unset_variables_leave_the_defaults(monkeypatch, tm
     assert resources["upstream"].process_config_and_initialize().resolved_locations() == ["only"]
     assert WarehouseResource.resolved().attestations_path() == SHIPPED_ATTESTATIONS
     assert build_definitions().resources["upstream"].process_config_and_initialize().resolved_locations() == [
-        str(SHIPPED_UPSTREAM)]
+        str(SHIPPED_UPSTREAM), str(SHIPPED_GH_PAGES)]

@@ -74,7 +74,7 @@ class UpstreamResource(_FromEnvironment):
         description="Directories or URLs (github:owner/name, http(s)://...); default: `sources`",
     )
     sources: str = Field(default="", description="Comma-separated directories or URLs, used when `locations` "
-                         "is empty ($KERNELINDEX_SOURCES; default: the shipped main-branch snapshots)")
+                         "is empty ($KERNELINDEX_SOURCES; default: the shipped main-branch snapshots and gh-pages runs)")
     # HTTP knobs; unset means the environment variable named beside it, else the default there (read when
     # a source is opened, so a bad value is a one-line SourceError where sources fail, not at import).
     timeout_s: float | None = Field(default=None, description="$KERNELINDEX_HTTP_TIMEOUT_S, else 30")
@@ -86,7 +86,7 @@ class UpstreamResource(_FromEnvironment):
     def resolved_locations(self) -> list[str]:
         if self.locations:
             return list(self.locations)
-        return [s.strip() for s in self.sources.split(",") if s.strip()] or [str(SHIPPED_UPSTREAM)]
+        return [s.strip() for s in self.sources.split(",") if s.strip()] or [str(p) for p in SHIPPED_SOURCES]
 
     def _source(self, location: str, cache_dir: Path | None = None):
         options = {
