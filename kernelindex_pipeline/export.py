@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-import kernels
+from kernelindex_pipeline.display import ordered_params, plain, quantity, workload_display
 from kernelindex_pipeline.site import (
     Site,
     cite_section,
@@ -70,25 +70,6 @@ def group_slug(comparison_key: str) -> str:
     return comparison_key.removeprefix("sha256:")[:16]
 
 
-# -- number formatting ---------------------------------------------------------------------------
-
-_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
-_BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
-
-
-def quantity(value, unit: str, sep: str = " ") -> str:
-    """153632 ns -> '153.6 µs'; 144213211 ns -> '144.2 ms'; bytes in binary units."""
-    if value is None:
-        return "—"
-    scales = _TIME_UNITS if unit == "ns" else _BYTE_UNITS if unit == "bytes" else ((1, unit),)
-    for scale, name in scales:
-        if abs(value) >= scale or scale == 1:
-            scaled = value / scale
-            text = f"{scaled:.1f}" if abs(scaled) >= 100 else f"{scaled:.4g}"
-            return f"{text}{sep}{name}"
-    raise AssertionError("unreachable")
-
-
 def _short(digest: str | None, n: int) -> str:
     return f"{digest[:7 + n]}…" if digest else "—"
 
@@ -108,26 +89,6 @@ def _page(title: str, body: str, depth: int) -> str:
 def _dl(rows: list[tuple[str, str]]) -> str:
     """rows of (term, already-escaped description)."""
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
-
-
-def _ordered_params(params: dict) -> list[tuple[str, object]]:
-    order = {name: i for i, name in enumerate(kernels.DISPLAY_ORDER)}
-    return [(n, params[n]) for n in sorted(params, key=lambda n: (order.get(n, len(order)), n))]
-
-
-def _plain(value) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def workload_display(definition: dict | None, fallback: str) -> str:
-    """'seq = 2048 · hidden = 2048 · q_heads = 32 · kv_heads = 8 · bf16'."""
-    if not definition:
-        return fallback
-    spec = definition["spec"]
-    parts = [f"{n} = {_plain(v)}" for n, v in _ordered_params(spec.get("parameters", {}))]
-    return " · ".join(parts + ([spec["dtype"]] if spec.get("dtype") else []))
 
 
 def claim_checks_section(checks: list[dict]) -> str:
@@ -213,7 +174,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     rows = []
     if workload:
         wspec = workload["spec"]
-        rows += [(n, _e(_plain(v))) for n, v in _ordered_params(wspec.get("parameters", {}))]
+        rows += [(n, _e(plain(v))) for n, v in ordered_params(wspec.get("parameters", {}))]
         inputs = wspec.get("inputs")
         if isinstance(inputs, list):
             rows += [(t["name"], f"{_e(t.get('dtype'))} <code>{_e(t.get('shape'))}</code>") for t in inputs]
