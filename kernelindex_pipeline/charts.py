@@ -251,7 +251,7 @@ def _x_positions(xs: list, ordinal: bool) -> dict:
     log = lo > 0 and hi / lo >= 4
     f = (lambda v: math.log(v)) if log else (lambda v: v)
     pad = 0.04 * plot
-    return {x: LEFT + pad + (plot - 2 * pad) * (f(x) - f(lo)) / (f(hi) - f(lo)) for x in xs}
+    return {x: LEFT + pad + (plot - 2 * pad) * (f(x) - f(lo)) / ((f(hi) - f(lo)) or 1) for x in xs}
 
 
 def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
