@@ -311,7 +311,7 @@ STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1b1f24; background: #fff; }
 header { padding: 10px 24px; border-bottom: 1px solid #d8dee4; font-weight: 600; }
 header a { color: #1b1f24; text-decoration: none; }
-main { max-width: 900px; padding: 8px 24px 40px; }
+main { max-width: 900px; padding: 8px 24px 40px; overflow-wrap: break-word; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bottom: 1px solid #eaeef2; }
 .muted { color: #57606a; font-weight: normal; }
 .primary .value { font-size: 2.6rem; font-weight: 700; } .primary .stat { margin-left: .4rem; color: #57606a; }
