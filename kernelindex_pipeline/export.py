@@ -11,7 +11,7 @@ HTML layout (DIR): the JSON layout, plus
     index.html              every comparison group, by kernel
     runs/<run_id>.html      one record page per run (the sections of the published seed records)
     groups/<key>.html       one page per comparison group with ranked runs, an SVG chart (median, p20-p80 bars)
-    kernels/<kernel>.html   one page per kernel: its groups by GPU and timed pass
+    kernels/<kernel>.html   one page per kernel: scaling and release-history charts, its groups by GPU and pass
     style.css
 """
 
@@ -24,7 +24,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-import kernels
+from kernelindex_pipeline.charts import chart_svg, kernel_charts
+from kernelindex_pipeline.display import ordered_params, plain, quantity, workload_display
 from kernelindex_pipeline.site import (
     Site,
     cite_section,
@@ -72,25 +73,6 @@ def group_slug(comparison_key: str) -> str:
     return comparison_key.removeprefix("sha256:")[:16]
 
 
-# -- number formatting ---------------------------------------------------------------------------
-
-_TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
-_BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
-
-
-def quantity(value, unit: str, sep: str = " ") -> str:
-    """153632 ns -> '153.6 µs'; 144213211 ns -> '144.2 ms'; bytes in binary units."""
-    if value is None:
-        return "—"
-    scales = _TIME_UNITS if unit == "ns" else _BYTE_UNITS if unit == "bytes" else ((1, unit),)
-    for scale, name in scales:
-        if abs(value) >= scale or scale == 1:
-            scaled = value / scale
-            text = f"{scaled:.1f}" if abs(scaled) >= 100 else f"{scaled:.4g}"
-            return f"{text}{sep}{name}"
-    raise AssertionError("unreachable")
-
-
 def _short(digest: str | None, n: int) -> str:
     return f"{digest[:7 + n]}…" if digest else "—"
 
@@ -110,26 +92,6 @@ def _page(title: str, body: str, depth: int) -> str:
 def _dl(rows: list[tuple[str, str]]) -> str:
     """rows of (term, already-escaped description)."""
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
-
-
-def _ordered_params(params: dict) -> list[tuple[str, object]]:
-    order = {name: i for i, name in enumerate(kernels.DISPLAY_ORDER)}
-    return [(n, params[n]) for n in sorted(params, key=lambda n: (order.get(n, len(order)), n))]
-
-
-def _plain(value) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def workload_display(definition: dict | None, fallback: str) -> str:
-    """'seq = 2048 · hidden = 2048 · q_heads = 32 · kv_heads = 8 · bf16'."""
-    if not definition:
-        return fallback
-    spec = definition["spec"]
-    parts = [f"{n} = {_plain(v)}" for n, v in _ordered_params(spec.get("parameters", {}))]
-    return " · ".join(parts + ([spec["dtype"]] if spec.get("dtype") else []))
 
 
 def claim_checks_section(checks: list[dict]) -> str:
@@ -245,7 +207,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     rows = []
     if workload:
         wspec = workload["spec"]
-        rows += [(n, _e(_plain(v))) for n, v in _ordered_params(wspec.get("parameters", {}))]
+        rows += [(n, _e(plain(v))) for n, v in ordered_params(wspec.get("parameters", {}))]
         inputs = wspec.get("inputs")
         if isinstance(inputs, list):
             rows += [(t["name"], f"{_e(t.get('dtype'))} <code>{_e(t.get('shape'))}</code>") for t in inputs]
@@ -290,54 +252,6 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
                     f"<a id=\"kernel-link\" href=\"../kernels/{_e(kernel_slug(run['kernel']))}.html\">All results for "
                     f"{_e(kernel_title)} →</a> · <a href=\"{_e(run['run_id'])}.json\">JSON</a></footer>")
     return _page(f"Run {run['run_id'][:8]} · KernelIndex", "\n".join(sections), 1)
-
-
-CHART_ROW = 28
-CHART_LABEL = 200
-CHART_WIDTH = 760
-
-
-def chart_svg(runs: list[dict]) -> str:
-    """Median (dot) with p20-p80 bar for each run. The axis spans the runs' values, padded; it starts at
-    zero only when the values come near it, so narrow spreads stay visible (the caption says which)."""
-    if not runs:
-        return "<p>No ranked runs in this group.</p>"
-    unit = runs[0]["unit"]
-    lows = [r["p20_value"] if r["p20_value"] is not None else r["median_value"] for r in runs]
-    highs = [r["p80_value"] if r["p80_value"] is not None else r["median_value"] for r in runs]
-    lo, hi = min(lows + [r["median_value"] for r in runs]), max(highs + [r["median_value"] for r in runs])
-    pad = max((hi - lo) * 0.08, hi * 0.02, 1)
-    lo, hi = (0 if lo - pad < (hi - lo) * 0.5 else lo - pad), hi + pad
-    plot = CHART_WIDTH - CHART_LABEL - 90
-    height = CHART_ROW * len(runs) + 40
-
-    def x(v):
-        return CHART_LABEL + plot * ((v - lo) / (hi - lo))
-
-    parts = [f"<svg id=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{CHART_WIDTH}\" height=\"{height}\" "
-             f"viewBox=\"0 0 {CHART_WIDTH} {height}\" role=\"img\" aria-label=\"median with p20-p80 per run\">",
-             f"<rect x=\"{CHART_LABEL}\" y=\"4\" width=\"{plot}\" height=\"{CHART_ROW * len(runs)}\" fill=\"#f3f6fa\"/>"]
-    for i, (r, p20, p80) in enumerate(zip(runs, lows, highs)):
-        y = 4 + CHART_ROW * i + CHART_ROW / 2
-        med = r["median_value"]
-        colour = "#d9480f" if r.get("is_liger") else "#1c64c8"
-        parts.append(f"<text x=\"{CHART_LABEL - 8}\" y=\"{y + 4:.1f}\" text-anchor=\"end\" font-size=\"13\">"
-                     f"#{r['rank']} {_e(r['implementation'])}</text>")
-        parts.append(f"<rect class=\"spread\" x=\"{x(p20):.1f}\" y=\"{y - 7:.1f}\" "
-                     f"width=\"{max(x(p80) - x(p20), 3):.1f}\" height=\"14\" fill=\"{colour}\" fill-opacity=\"0.45\">"
-                     f"<title>p20 {quantity(p20, unit)} – p80 {quantity(p80, unit)}</title></rect>")
-        parts.append(f"<circle class=\"median\" cx=\"{x(med):.1f}\" cy=\"{y:.1f}\" r=\"6\" fill=\"{colour}\"/>")
-        parts.append(f"<text x=\"{x(max(p80, med)) + 10:.1f}\" y=\"{y + 4:.1f}\" font-size=\"12\">"
-                     f"{quantity(med, unit)}</text>")
-    axis_y = 4 + CHART_ROW * len(runs)
-    parts.append(f"<line x1=\"{CHART_LABEL}\" y1=\"{axis_y}\" x2=\"{CHART_LABEL + plot}\" y2=\"{axis_y}\" stroke=\"#444\"/>")
-    for frac in (0, 0.25, 0.5, 0.75, 1):
-        parts.append(f"<text x=\"{CHART_LABEL + plot * frac:.1f}\" y=\"{axis_y + 16}\" text-anchor=\"middle\" "
-                     f"font-size=\"11\" fill=\"#444\">{quantity(lo + (hi - lo) * frac, unit)}</text>")
-    parts.append("</svg>")
-    caption = ("Dot: median; bar: p20–p80. " + ("Axis starts at zero." if lo == 0 else
-               f"Axis starts at {quantity(lo, unit)}, not zero."))
-    return "".join(parts) + f"<p class=\"muted\">{caption}</p>"
 
 
 def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) -> str:
@@ -429,7 +343,7 @@ STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #1b1f24; background: #fff; }
 header { padding: 10px 24px; border-bottom: 1px solid #d8dee4; font-weight: 600; }
 header a { color: #1b1f24; text-decoration: none; }
-main { max-width: 900px; padding: 8px 24px 40px; }
+main { max-width: 900px; padding: 8px 24px 40px; overflow-wrap: break-word; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bottom: 1px solid #eaeef2; }
 .muted { color: #57606a; font-weight: normal; }
 .primary .value { font-size: 2.6rem; font-weight: 700; } .primary .stat { margin-left: .4rem; color: #57606a; }
@@ -439,6 +353,11 @@ pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 12px; }
 .cite { background: #f6f8fa; padding: 10px; font-size: 13px; overflow-wrap: anywhere; }
 table { border-collapse: collapse; font-size: 14px; display: block; overflow-x: auto; max-width: 100%; } td, th { padding: 3px 10px 3px 0; text-align: left; }
 footer { margin-top: 2rem; color: #57606a; font-size: 14px; }
+svg { max-width: 100%; height: auto; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 400px), 1fr)); gap: 20px; }
+figure.chart { margin: 0; min-width: 0; } figcaption { font-size: 14px; }
+.legend { list-style: none; display: flex; flex-wrap: wrap; gap: 2px 14px; padding: 0; margin: 2px 0; font-size: 13px; }
+.swatch { display: inline-block; width: 16px; height: 4px; margin-right: 5px; vertical-align: middle; }
 """
 
 
@@ -508,6 +427,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         for check in claim_checks_by_run(con):
             checks_by_run[check["a_run_id"]].append(check)
             checks_by_run[check["b_run_id"]].append(check)
+        charts = kernel_charts(con)
     liger = {r["run_id"] for r in runs if r["project"] == "Liger-Kernel"}
     by_id = {r["run_id"]: r for r in runs}
     index = []
@@ -568,12 +488,14 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
                                                                                         leader["unit"])), size))
     for kernel, kernel_groups in by_kernel.items():
         title = kernel_groups[0][1]["title"].split(" · ")[0]
-        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html", kernel_page(kernel, title, kernel_groups, _page))
+        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html",
+               kernel_page(kernel, title, kernel_groups, _page, charts.get(kernel, "")))
     # A kernel whose runs are all unranked still gets a page, so that every record's "All results for" resolves.
     unranked_kernels = {r["kernel"] for r in runs} - by_kernel.keys()
     for kernel in unranked_kernels:
         title = next(r["title"] for r in runs if r["kernel"] == kernel).split(" · ")[0]
-        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html", kernel_page(kernel, title, [], _page))
+        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html",
+               kernel_page(kernel, title, [], _page, charts.get(kernel, "")))
     _write(directory / "index.html", index_page(summaries, providers))
     _write(directory / "style.css", STYLE.lstrip())
     removed = _write.prune()

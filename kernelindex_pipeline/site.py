@@ -103,13 +103,14 @@ def kernel_slug(kernel: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", kernel).lstrip(".") or "_"
 
 
-def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], page) -> str:
-    """Every ranked comparison group of one kernel, by GPU then timed pass, each with its #1."""
+def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], page, charts: str = "") -> str:
+    """The kernel's charts (already drawn), then every ranked comparison group of the kernel, by GPU then timed
+    pass, each with its #1."""
     by_gpu: dict[str, list] = defaultdict(list)
     for slug, leader, size in groups:
         by_gpu[leader["gpu"]].append((slug, leader, size))
     parts = [f"<h1>{_e(title)}</h1><p class=\"muted\"><code>{_e(kernel)}</code> · {len(groups)} comparison groups"
-             " with ranked runs</p>"]
+             " with ranked runs</p>", charts]
     for gpu in sorted(by_gpu):
         rows = "".join(
             f"<tr><td>{_e(l['operation_mode'])}</td><td>{_e(l['metric'])}</td>"
