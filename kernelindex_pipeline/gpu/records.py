@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from kernels._adapter import RerunAdapter
-from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.targets import tensor_dtype
 
 
