@@ -22,6 +22,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import rfc8785
 
 import kernels
 from kernelindex_pipeline import catalog
@@ -238,7 +239,12 @@ def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
         else:
             params[name] = value
     params[spec.canonical(x_name)] = _number(x_value)  # the swept parameter wins over a config default
-    return workload_definition(kernel, params, dtype, implied)
+    try:
+        return workload_definition(kernel, params, dtype, implied)
+    except rfc8785.IntegerDomainError:  # RFC 8785 numbers are doubles (a parameter or a shape derived from one)
+        return {"reason": "workload has an integer beyond 2**53, which JSON cannot hold exactly"}
+    except rfc8785.CanonicalizationError as exc:
+        return {"reason": f"workload has no canonical JSON: {exc}"}
 
 
 def workload_definition(kernel: str, params: dict, dtype: str | None, implied: dict | None = None) -> dict:
