@@ -76,18 +76,21 @@ def ingest(sources: list[str]) -> dict:
         raise CliError(f"cannot list upstream revisions: {exc}") from exc
     if not listed:
         raise CliError(f"no upstream revision found in {', '.join(upstream.resolved_locations())}")
-    published, fingerprint = {}, None
+    published, fingerprint, derived = {}, None, None
     if wh.exists():
         with wh.reader() as con:
             published = dict(con.execute("SELECT revision_key, state FROM snapshots").fetchall())
-            (fingerprint,) = con.execute("SELECT any_value(value) FROM ingest_state WHERE key = ?",
-                                         [steps.EVIDENCE_KEY]).fetchone()
+            state = dict(con.execute("SELECT key, any_value(value) FROM ingest_state WHERE key IN (?, ?) GROUP BY 1",
+                                     [steps.EVIDENCE_KEY, steps.DERIVED_KEY]).fetchall())
+            fingerprint, derived = state.get(steps.EVIDENCE_KEY), state.get(steps.DERIVED_KEY)
     landed = {r["revision_key"] for r in wh.landed()}
     todo = steps.still_to_fetch([r.key for r in listed], published)
     pending = landed - set(published)
     resource = WarehouseResource.resolved()
     evidence_changed = fingerprint != steps.evidence_fingerprint(resource.evidence_path(), resource.attestations_path())
-    if not todo and not pending and not evidence_changed:
+    # A home whose derived tables were computed another way is republished even with nothing new.
+    recompute = wh.exists() and derived != steps.DERIVED_VERSION
+    if not todo and not pending and not evidence_changed and not recompute:
         return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
 
     _progress(f"materializing {len(todo) or len(listed)} upstream revision(s) through Dagster…")

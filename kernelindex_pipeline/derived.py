@@ -136,7 +136,7 @@ class _RunLookup:
 
     def get(self, target: str) -> tuple[str, str] | None:
         found = self.con.execute("SELECT r.run_id, r.metric FROM runs r JOIN run_manifests m USING (run_id) "
-                                 "WHERE ? IN (r.run_id, m.run_digest) LIMIT 1", [target]).fetchall()
+                                 "WHERE ? IN (r.run_id, m.run_digest, m.run_digest_v1alpha1) LIMIT 1", [target]).fetchall()
         return found[0] if found else None
 
 

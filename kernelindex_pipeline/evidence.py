@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import kernels
 from kernelindex_pipeline import catalog
-from kernelindex_pipeline.identity import digest, manifest_name, run_id, slugify
+from kernelindex_pipeline.identity import Published, digest, manifest_name, published, run_id, slugify
 from kernelindex_pipeline.normalize import workload_definition
 
 RERUN_SOURCE = "kernelindex-rerun"
@@ -35,27 +36,34 @@ def stack_environment(environment: dict) -> dict:
     return {**environment, "spec": spec}
 
 
-def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, dict]:
-    """(controlled_runs row, protocol, environment, workload) of one rerun record."""
+@functools.lru_cache(maxsize=1024)
+def _published_text(text: str) -> Published:
+    """A protocol or environment as published, from its JSON: one per batch, not per record."""
+    return published(json.loads(text))
+
+
+def controlled_run(record: dict, evidence_file: str) -> tuple[dict, Published, Published, dict]:
+    """(controlled_runs row, protocol and environment as published, workload) of one rerun record."""
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise EvidenceError(f"evidence record lacks {', '.join(missing)}")
     kernel, provider, mode, metric = (record[k] for k in ("kernel", "provider", "mode", "metric"))
-    protocol, environment = record["protocol"], stack_environment(record["environment"])
-    hardware = environment["spec"]["hardware"]
+    protocol = _published_text(json.dumps(record["protocol"], sort_keys=True))
+    environment = _published_text(json.dumps(stack_environment(record["environment"]), sort_keys=True))
+    hardware = environment.obj["spec"]["hardware"]
     workload = workload_definition(kernel, record["params"], record.get("dtype"), record.get("implied"))
     gpu_slug = slugify(" ".join(filter(None, [hardware["product"], hardware.get("formFactor")])))
     observed = datetime.fromisoformat(record["observed_at"].replace("Z", "+00:00")).astimezone(timezone.utc)
     external_id = "/".join([kernel, mode, provider, gpu_slug, workload["workload_slug"], observed.strftime("%Y-%m-%d-%H-%M-%S")])
-    family = protocol["spec"]["comparability"]["family"]
+    family = protocol.obj["spec"]["comparability"]["family"]
     if metric == "peak_memory":
         external_id += "/peak_memory"
     if family == catalog.SOURCE_REPLICA_FAMILY:  # the same pass, timed by the source's own harness
         external_id += "/source-replica"
     impl = catalog.implementation(provider)
-    environment_digest, protocol_digest = digest(environment), digest(protocol)
-    comparison = {"environment": environment_digest, "family": family, "kernel": kernel, "metric": metric,
-                  "mode": mode, "workload": workload["workload_digest"]}
+    # A comparison group keeps its key: it names the environment and workload by their v1alpha1 digests.
+    comparison = {"environment": environment.v1alpha1_digest, "family": family, "kernel": kernel, "metric": metric,
+                  "mode": mode, "workload": workload["digest_v1alpha1"] or workload["workload_digest"]}
     title = f"{kernels.lookup(kernel).title} · {provider} · {mode}" + (" · peak memory" if metric == "peak_memory" else "")
     row = {
         "run_id": run_id(RERUN_SOURCE, external_id), "external_id": external_id,
@@ -65,9 +73,9 @@ def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, 
         "p80_value": record.get("p80"), "gpu": hardware["product"], "form_factor": hardware.get("formFactor"),
         "architecture": hardware.get("architecture"), "workload_slug": workload["workload_slug"],
         "observed_at": observed.replace(tzinfo=None), "evidence_level": catalog.CONTROLLED, "source": RERUN_SOURCE,
-        "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol_digest,
-        "workload_digest": workload["workload_digest"], "environment_digest": environment_digest,
-        "implementation_digest": digest(impl.manifest()), "evidence_file": evidence_file,
+        "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol.digest,
+        "workload_digest": workload["workload_digest"], "environment_digest": environment.digest,
+        "implementation_digest": published(impl.manifest()).digest, "evidence_file": evidence_file,
         "record": json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
         "status_reason": record.get("reason"),
     }
@@ -76,12 +84,12 @@ def controlled_run(record: dict, evidence_file: str) -> tuple[dict, dict, dict, 
 
 @dataclass
 class EvidenceFile:
-    """What one evidence file gives: controlled runs, their protocols, environments and workloads (by
-    digest), and the records refused, each with its reason."""
+    """What one evidence file gives: controlled runs, their protocols and environments (as published) and
+    workloads (by digest), and the records refused, each with its reason."""
 
     runs: list[dict] = field(default_factory=list)
-    protocols: dict[str, dict] = field(default_factory=dict)
-    environments: dict[str, dict] = field(default_factory=dict)
+    protocols: dict[str, Published] = field(default_factory=dict)
+    environments: dict[str, Published] = field(default_factory=dict)
     workloads: dict[str, dict] = field(default_factory=dict)
     refused: list[dict] = field(default_factory=list)
 

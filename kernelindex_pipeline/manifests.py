@@ -9,7 +9,7 @@ from datetime import datetime
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog
-from kernelindex_pipeline.identity import API_VERSION, canonical_json, digest_of_text
+from kernelindex_pipeline.identity import API_VERSION, Published, published
 
 _QUANTILES = (("p20", "p20_value", "source_p20", "20"), ("p80", "p80_value", "source_p80", "80"))
 
@@ -63,7 +63,16 @@ FROM runs r LEFT JOIN controlled_runs c USING (run_id)
 WHERE r.run_id IN (SELECT run_id FROM scope_runs)
 """
 MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("run", pa.string()), ("run_digest", pa.string()),
-                             ("protocol_digest", pa.string()), ("environment_digest", pa.string())])
+                             ("protocol_digest", pa.string()), ("environment_digest", pa.string()),
+                             ("run_digest_v1alpha1", pa.string())])
+# The objects a run names by digest that are v1alpha2, with the digests v1alpha1 gave them.
+REFERENCE_ALIASES_SQL = """
+SELECT protocol_digest, digest_v1alpha1 FROM protocols WHERE digest_v1alpha1 IS NOT NULL
+UNION SELECT workload_digest, digest_v1alpha1 FROM workloads WHERE digest_v1alpha1 IS NOT NULL
+UNION SELECT environment_digest, digest_v1alpha1 FROM environments WHERE digest_v1alpha1 IS NOT NULL
+UNION SELECT implementation_digest, digest_v1alpha1 FROM implementations WHERE digest_v1alpha1 IS NOT NULL
+"""
+_REFERENCES = ("protocolDigest", "workloadDigest", "environmentDigest", "implementationDigest")
 
 
 def controlled_spec(row: dict) -> dict:
@@ -80,17 +89,29 @@ def controlled_spec(row: dict) -> dict:
     return extra
 
 
+def published_run(run: dict, aliases: dict[str, str]) -> Published:
+    """The BenchmarkRun as published (identity.published); `aliases` maps the digests of v1alpha2 objects it
+    may name to their v1alpha1 digests, which the run named as v1alpha1 published it."""
+    spec = run["spec"]
+    old = {key: aliases[spec[key]] for key in _REFERENCES if spec[key] in aliases}
+    return published(run, {**run, "spec": {**spec, **old}} if old else None)
+
+
 def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
-    """The canonical BenchmarkRun of each run in scope, with its digest and those of its protocol and
-    environment (`run_manifests`), a page at a time, so memory follows the page, not the history."""
+    """The canonical BenchmarkRun of each run in scope, with its digest (and the v1alpha1 one, for a
+    v1alpha2 run) and those of its protocol and environment (`run_manifests`), a page at a time, so memory
+    follows the page, not the history."""
+    aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
     con.execute(MANIFEST_INPUTS_SQL)
     [(total,)] = con.execute("SELECT count(*) FROM _manifest_inputs").fetchall()
     for first in range(1, total + 1, page_rows):
         rows = con.sql("SELECT * FROM _manifest_inputs WHERE n >= $first AND n < $first + $rows ORDER BY n",
                        params={"first": first, "rows": page_rows}).to_arrow_table().to_pylist()
-        texts = [canonical_json(run_manifest(row, controlled_spec(row) if row["controlled"] else None)) for row in rows]
-        yield pa.table({"run_id": [r["run_id"] for r in rows], "run": texts,
-                        "run_digest": [digest_of_text(t) for t in texts],
+        runs = [published_run(run_manifest(row, controlled_spec(row) if row["controlled"] else None), aliases)
+                for row in rows]
+        yield pa.table({"run_id": [r["run_id"] for r in rows], "run": [p.text for p in runs],
+                        "run_digest": [p.digest for p in runs],
                         "protocol_digest": [r["protocol_digest"] for r in rows],
-                        "environment_digest": [r["environment_digest"] for r in rows]}, schema=MANIFEST_SCHEMA)
+                        "environment_digest": [r["environment_digest"] for r in rows],
+                        "run_digest_v1alpha1": [p.alias for p in runs]}, schema=MANIFEST_SCHEMA)
     con.execute("DROP TABLE _manifest_inputs")

@@ -22,10 +22,11 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import rfc8785
 
 import kernels
 from kernelindex_pipeline import catalog
-from kernelindex_pipeline.identity import digest
+from kernelindex_pipeline.identity import API_VERSION, published
 from kernelindex_pipeline.sources import Revision
 
 UPSTREAM_COLUMNS: tuple[str, ...] = (
@@ -238,11 +239,17 @@ def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
         else:
             params[name] = value
     params[spec.canonical(x_name)] = _number(x_value)  # the swept parameter wins over a config default
-    return workload_definition(kernel, params, dtype, implied)
+    try:
+        return workload_definition(kernel, params, dtype, implied)
+    except rfc8785.IntegerDomainError:  # RFC 8785 numbers are doubles (a parameter or a shape derived from one)
+        return {"reason": "workload has an integer beyond 2**53, which JSON cannot hold exactly"}
+    except rfc8785.CanonicalizationError as exc:
+        return {"reason": f"workload has no canonical JSON: {exc}"}
 
 
 def workload_definition(kernel: str, params: dict, dtype: str | None, implied: dict | None = None) -> dict:
-    """Slug, digest and WorkloadDefinition of canonical parameters (source runs and reruns alike)."""
+    """Slug, digest and WorkloadDefinition (as published) of canonical parameters (source runs and reruns
+    alike); `digest_v1alpha1` is the digest v1alpha1 gave a v1alpha2 definition, else None."""
     spec = kernels.lookup(kernel)
     parts = []
     for name in sorted(params):
@@ -251,7 +258,7 @@ def workload_definition(kernel: str, params: dict, dtype: str | None, implied: d
     slug = "-".join(parts + ([dtype] if dtype else []))
     tensors = spec.input_tensors(params, dtype)
     definition = {
-        "apiVersion": "kernelindex.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "WorkloadDefinition",
         "metadata": {"name": f"{kernel}-{slug}", "title": f"{spec.title} · {display(params, dtype)}"},
         "spec": {
@@ -263,8 +270,9 @@ def workload_definition(kernel: str, params: dict, dtype: str | None, implied: d
             "comparator": "not_asserted",
         },
     }
-    return {"workload_slug": slug, "workload_digest": digest(definition), "definition": definition,
-            "known_kernel": kernels.is_known(kernel), "shapes_known": tensors is not None}
+    workload = published(definition)
+    return {"workload_slug": slug, "workload_digest": workload.digest, "digest_v1alpha1": workload.alias,
+            "definition": workload.obj, "known_kernel": kernels.is_known(kernel), "shapes_known": tensors is not None}
 
 
 def display(params: dict, dtype: str | None) -> str:
@@ -283,14 +291,15 @@ def _workload_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
         rows.append({
             "kernel_name": kernel, "x_name": x_name, "x_value": x_value, "extra_benchmark_config_str": config,
             "workload_reason": w.get("reason"), "workload_slug": w.get("workload_slug"),
-            "workload_digest": w.get("workload_digest"),
+            "workload_digest": w.get("workload_digest"), "digest_v1alpha1": w.get("digest_v1alpha1"),
             "definition": json.dumps(w["definition"], ensure_ascii=False) if "definition" in w else None,
             "kernel_title": kernels.lookup(kernel).title, "known_kernel": w.get("known_kernel"),
             "shapes_known": w.get("shapes_known"),
         })
     schema = pa.schema([("kernel_name", pa.string()), ("x_name", pa.string()), ("x_value", pa.string()),
                         ("extra_benchmark_config_str", pa.string()), ("workload_reason", pa.string()),
-                        ("workload_slug", pa.string()), ("workload_digest", pa.string()), ("definition", pa.string()),
+                        ("workload_slug", pa.string()), ("workload_digest", pa.string()),
+                        ("digest_v1alpha1", pa.string()), ("definition", pa.string()),
                         ("kernel_title", pa.string()), ("known_kernel", pa.bool_()), ("shapes_known", pa.bool_())])
     return pa.Table.from_pylist(rows, schema=schema)
 
@@ -298,10 +307,10 @@ def _workload_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
 def _gpu_dimension() -> pa.Table:
     rows = []
     for g in catalog.GPUS.values():
-        env = g.environment()
+        env = published(g.environment())
         rows.append({"gpu_name": g.source_name, "gpu": g.product, "form_factor": g.form_factor,
-                     "architecture": g.architecture, "environment_digest": digest(env),
-                     "environment": json.dumps(env, ensure_ascii=False)})
+                     "architecture": g.architecture, "environment_digest": env.digest,
+                     "digest_v1alpha1": env.alias, "environment": env.text})
     return pa.Table.from_pylist(rows)
 
 
@@ -311,7 +320,7 @@ def _implementation_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
     for p in providers:
         impl = catalog.implementation(p)
         rows.append({"kernel_provider": p, "implementation": impl.name, "project": impl.project,
-                     "implementation_digest": digest(impl.manifest()), "known_provider": p in catalog.IMPLEMENTATIONS})
+                     "implementation_digest": published(impl.manifest()).digest, "known_provider": p in catalog.IMPLEMENTATIONS})
     return pa.Table.from_pylist(rows, schema=pa.schema([("kernel_provider", pa.string()), ("implementation", pa.string()),
                                                          ("project", pa.string()), ("implementation_digest", pa.string()),
                                                          ("known_provider", pa.bool_())]))
@@ -321,9 +330,8 @@ def _protocol_dimension() -> pa.Table:
     rows = []
     for mode in catalog.MODES:
         for metric in ("latency", "peak_memory"):
-            p = catalog.source_protocol(mode, metric)
-            rows.append({"mode": mode, "metric": metric, "protocol_digest": digest(p),
-                         "protocol": json.dumps(p, ensure_ascii=False)})
+            p = published(catalog.source_protocol(mode, metric))
+            rows.append({"mode": mode, "metric": metric, "protocol_digest": p.digest, "protocol": p.text})
     return pa.Table.from_pylist(rows)
 
 
@@ -393,6 +401,8 @@ WITH checked_keys AS (
     SELECT k.*, w.workload_reason, w.workload_slug, w.workload_digest, w.kernel_title, w.known_kernel,
         g.gpu, g.form_factor, g.architecture, g.environment_digest,
         i.implementation, i.project, i.implementation_digest,
+        -- a comparison group keeps its key: it names the workload and environment by their v1alpha1 digests
+        coalesce(w.digest_v1alpha1, w.workload_digest) AS key_workload, coalesce(g.digest_v1alpha1, g.environment_digest) AS key_environment,
         CASE k.metric_name WHEN 'speed' THEN 'latency' ELSE 'peak_memory' END AS metric,
         trim(regexp_replace(lower(k.gpu_name), '[^a-z0-9]+', '-', 'g'), '-') AS gpu_slug
     FROM checked_keys k
@@ -410,9 +420,10 @@ SELECT *,
     coalesce(key_reason, CASE WHEN gpu IS NULL THEN 'unknown GPU: ' || gpu_name END, workload_reason) AS dim_reason,
     kernel_title || ' · ' || kernel_provider || ' · ' || kernel_operation_mode
         || CASE WHEN metric = 'peak_memory' THEN ' · peak memory' ELSE '' END AS title,
-    'sha256:' || sha256('{{"environment":"' || environment_digest || '","family":"{catalog.SOURCE_FAMILY}","kernel":"'
+    -- the RFC 8785 text of the comparison: its keys in order, every value a plain identifier (nothing to escape)
+    'sha256:' || sha256('{{"environment":"' || key_environment || '","family":"{catalog.SOURCE_FAMILY}","kernel":"'
         || kernel_name || '","metric":"' || metric || '","mode":"' || kernel_operation_mode || '","workload":"'
-        || workload_digest || '"}}') AS comparison_key,
+        || key_workload || '"}}') AS comparison_key,
     '{catalog.SOURCE_NATIVE}' AS evidence_level, '{catalog.SOURCE}' AS source,
     hash(id_prefix, id_suffix) AS identity_key
 FROM p
@@ -486,9 +497,11 @@ def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | No
     con.execute(OBSERVATIONS_SQL)
     ((duplicated,),) = con.sql("SELECT count(*) FROM duplicates").fetchall()
     observations = con.sql(_OBSERVATIONS if duplicated else "SELECT * EXCLUDE (identity_hash) FROM identified").to_arrow_table()
-    dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason, identity_key) FROM dims WHERE dim_reason IS NULL").to_arrow_table()
+    dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason, identity_key, key_workload, key_environment) "
+                   "FROM dims WHERE dim_reason IS NULL").to_arrow_table()
     rejected = con.sql("SELECT * FROM malformed UNION ALL SELECT * FROM rejected ORDER BY revision_key, line_number").to_arrow_table()
-    workloads = con.sql("SELECT DISTINCT workload_digest, kernel_name AS kernel, workload_slug, definition, shapes_known "
+    workloads = con.sql("SELECT DISTINCT workload_digest, kernel_name AS kernel, workload_slug, definition, shapes_known, "
+                        "digest_v1alpha1 "
                         "FROM workloads WHERE workload_digest IS NOT NULL").to_arrow_table()
     for name in [*tables, "workloads", "implementations"]:
         con.unregister(name)

@@ -4,6 +4,7 @@ first written.
 The contract's `manifests` is a view (MANIFESTS_VIEW_SQL): each run's BenchmarkRun is stored once in
 `run_manifests`, and each protocol and environment once in its own table, all as canonical JSON; the view
 joins them into the canonical text of {"environment", "protocol", "run"} (its keys sort in that order).
+The `digest_aliases` view lists the v1alpha1 digest of every object published as v1alpha2 (identity.py).
 """
 
 SCHEMA_SQL = """
@@ -28,10 +29,12 @@ CREATE TABLE IF NOT EXISTS snapshot_quarantine (
     raw_line VARCHAR);
 CREATE TABLE IF NOT EXISTS workloads (
     workload_digest VARCHAR, kernel VARCHAR, workload_slug VARCHAR, definition VARCHAR,
-    shapes_known BOOLEAN);
-CREATE TABLE IF NOT EXISTS protocols (protocol_digest VARCHAR, name VARCHAR, manifest VARCHAR);
-CREATE TABLE IF NOT EXISTS environments (environment_digest VARCHAR, name VARCHAR, manifest VARCHAR);
-CREATE TABLE IF NOT EXISTS implementations (implementation_digest VARCHAR, provider VARCHAR, manifest VARCHAR);
+    shapes_known BOOLEAN, digest_v1alpha1 VARCHAR);
+CREATE TABLE IF NOT EXISTS protocols (protocol_digest VARCHAR, name VARCHAR, manifest VARCHAR, digest_v1alpha1 VARCHAR);
+CREATE TABLE IF NOT EXISTS environments (
+    environment_digest VARCHAR, name VARCHAR, manifest VARCHAR, digest_v1alpha1 VARCHAR);
+CREATE TABLE IF NOT EXISTS implementations (
+    implementation_digest VARCHAR, provider VARCHAR, manifest VARCHAR, digest_v1alpha1 VARCHAR);
 CREATE TABLE IF NOT EXISTS controlled_runs (
     run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
     operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
@@ -50,7 +53,8 @@ CREATE TABLE IF NOT EXISTS runs (
     liger_version VARCHAR, status VARCHAR, known_kernel BOOLEAN, source_p20 DOUBLE, source_p50 DOUBLE,
     source_p80 DOUBLE, source_unit VARCHAR, benchmarked_commit VARCHAR, release VARCHAR);
 CREATE TABLE IF NOT EXISTS run_manifests (
-    run_id VARCHAR, run VARCHAR, run_digest VARCHAR, protocol_digest VARCHAR, environment_digest VARCHAR);
+    run_id VARCHAR, run VARCHAR, run_digest VARCHAR, protocol_digest VARCHAR, environment_digest VARCHAR,
+    run_digest_v1alpha1 VARCHAR);
 CREATE TABLE IF NOT EXISTS ranks (
     run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT, evidence_level VARCHAR);
 CREATE TABLE IF NOT EXISTS quarantine (
@@ -99,6 +103,11 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS awaiting_rerun BOOLEAN;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS family VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS samples DOUBLE[];
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_reason VARCHAR;
+ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS run_digest_v1alpha1 VARCHAR;
+ALTER TABLE protocols ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
+ALTER TABLE environments ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
+ALTER TABLE implementations ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
+ALTER TABLE workloads ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 """
 
 MANIFESTS_VIEW_SQL = """
@@ -107,6 +116,21 @@ SELECT m.run_id, '{"environment":' || e.manifest || ',"protocol":' || p.manifest
         AS manifest,
     m.run_digest
 FROM run_manifests m JOIN protocols p USING (protocol_digest) JOIN environments e USING (environment_digest)
+"""
+
+# Each object published as v1alpha2, by kind, with the digest v1alpha1 gave it (so that digest stays
+# findable); run_id names the run of a BenchmarkRun.
+DIGEST_ALIASES_VIEW_SQL = """
+CREATE OR REPLACE VIEW digest_aliases AS
+SELECT 'BenchmarkRun' AS kind, run_digest AS digest, run_digest_v1alpha1 AS v1alpha1_digest, run_id
+FROM run_manifests WHERE run_digest_v1alpha1 IS NOT NULL
+UNION ALL SELECT 'BenchmarkProtocol', protocol_digest, digest_v1alpha1, NULL FROM protocols WHERE digest_v1alpha1 IS NOT NULL
+UNION ALL SELECT 'ExecutionEnvironment', environment_digest, digest_v1alpha1, NULL FROM environments
+    WHERE digest_v1alpha1 IS NOT NULL
+UNION ALL SELECT 'Implementation', implementation_digest, digest_v1alpha1, NULL FROM implementations
+    WHERE digest_v1alpha1 IS NOT NULL
+UNION ALL SELECT DISTINCT 'WorkloadDefinition', workload_digest, digest_v1alpha1, NULL FROM workloads
+    WHERE digest_v1alpha1 IS NOT NULL
 """
 
 
@@ -118,3 +142,4 @@ def apply_schema(con) -> None:
     if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'manifests'").fetchall()[0][0]:
         con.execute("DROP TABLE manifests")
     con.execute(MANIFESTS_VIEW_SQL)
+    con.execute(DIGEST_ALIASES_VIEW_SQL)

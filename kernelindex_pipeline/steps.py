@@ -28,7 +28,7 @@ from kernelindex_pipeline.derived import (
     update_runs,
 )
 from kernelindex_pipeline.history import DELETED, LISTED, UNLISTED, UNPARSEABLE  # noqa: F401 - the states callers land with
-from kernelindex_pipeline.identity import canonical_json, digest
+from kernelindex_pipeline.identity import Published, published
 from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normalize
 from kernelindex_pipeline.references import record_references
 from kernelindex_pipeline.sources import SOURCE_NAME, Revision
@@ -109,10 +109,15 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
         con = staging.con
         con.execute("DELETE FROM publication_changes")
         snapshots = record_snapshots(con, wh.landed())
-        observations = normalize_snapshots(con, wh, snapshots.details["keys"])
+        everything = _state(con, DERIVED_KEY) != DERIVED_VERSION
+        if everything:  # identities (workload digests, comparison keys) come from normalization too
+            con.execute("DELETE FROM workloads")
+            [(keys,)] = con.execute("SELECT coalesce(list(revision_key), []) FROM snapshots").fetchall()
+        else:
+            keys = snapshots.details["keys"]
+        observations = normalize_snapshots(con, wh, keys)
         references = record_references(con, wh, wh.landed_references())
         fingerprint = evidence_fingerprint(evidence_dir, attestations_dir)
-        everything = _state(con, DERIVED_KEY) != DERIVED_VERSION
         evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint
         if evidence_changed:
             loaded = load_controlled_evidence(con, evidence_dir)
@@ -226,18 +231,23 @@ def _normalize_batch(con: duckdb.DuckDBPyConnection, wh: Warehouse, listed: list
     return parsed
 
 
-def _reference_rows() -> tuple[list[dict], list[dict], list[dict]]:
-    protocols = [catalog.source_protocol(m, metric) for m in catalog.MODES for metric in ("latency", "peak_memory")]
-    environments = [g.environment() for g in catalog.GPUS.values()]
-    implementations = [i.manifest() for i in catalog.IMPLEMENTATIONS.values()]
+def _reference_rows() -> tuple[list[Published], list[Published], list[Published]]:
+    protocols = [published(catalog.source_protocol(m, metric)) for m in catalog.MODES for metric in ("latency", "peak_memory")]
+    environments = [published(g.environment()) for g in catalog.GPUS.values()]
+    implementations = [published(i.manifest()) for i in catalog.IMPLEMENTATIONS.values()]
     return protocols, environments, implementations
 
 
-def _manifest_table(manifests: list[dict], key: str, extra: str, extra_of) -> pa.Table:
-    rows = {digest(m): m for m in manifests}
-    return pa.table({key: list(rows), extra: [extra_of(m) for m in rows.values()],
-                     "manifest": [canonical_json(m) for m in rows.values()]},
-                    schema=pa.schema([(key, pa.string()), (extra, pa.string()), ("manifest", pa.string())]))
+def _manifest_table(manifests: list[Published], key: str, extra: str, extra_of) -> pa.Table:
+    rows = {m.digest: m for m in manifests}
+    return pa.table({key: list(rows), extra: [extra_of(m.obj) for m in rows.values()],
+                     "manifest": [m.text for m in rows.values()], "digest_v1alpha1": [m.alias for m in rows.values()]},
+                    schema=pa.schema([(key, pa.string()), (extra, pa.string()), ("manifest", pa.string()),
+                                      ("digest_v1alpha1", pa.string())]))
+
+
+_WORKLOAD_ROWS = pa.schema([("workload_digest", pa.string()), ("kernel", pa.string()), ("workload_slug", pa.string()),
+                            ("definition", pa.string()), ("shapes_known", pa.bool_()), ("digest_v1alpha1", pa.string())])
 
 
 def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path) -> StepResult:
@@ -280,7 +290,8 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         con.register("w_new", pa.Table.from_pylist([
             {"workload_digest": w["workload_digest"], "kernel": w["definition"]["spec"]["kernel"],
              "workload_slug": w["workload_slug"], "definition": json.dumps(w["definition"], ensure_ascii=False),
-             "shapes_known": w["shapes_known"]} for w in workloads.values()]))
+             "shapes_known": w["shapes_known"], "digest_v1alpha1": w["digest_v1alpha1"]} for w in workloads.values()],
+            schema=_WORKLOAD_ROWS))
         con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
                     "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
         con.unregister("w_new")

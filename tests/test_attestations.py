@@ -92,3 +92,19 @@ def test_ingest_stores_attestations_quarantines_bad_ones_and_shows_them_on_the_p
     section = re.search(r'<section id="replications">.*?</section>', page, re.S).group(0)
     assert "<strong>reproduction</strong> by A. Reader" in section and "No attestations yet" not in section
     assert "median 150.2 µs · p20 149.0 µs · p80 152.5 µs" in section and "NVIDIA H100 80GB HBM3" in section
+
+
+def test_a_run_published_as_v1alpha2_is_found_by_its_v1alpha1_digest(analyst_home, tmp_path, monkeypatch):
+    """The digest a reader cited before a run became v1alpha2 still names it."""
+    home = copy_home(analyst_home, tmp_path / "home")
+    [(run_id, old_digest)] = query(home, "SELECT run_id, v1alpha1_digest FROM digest_aliases "
+                                         "WHERE kind = 'BenchmarkRun' ORDER BY run_id LIMIT 1")
+    folder = tmp_path / "attestations"
+    folder.mkdir()
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    (folder / "cited.json").write_text(json.dumps({
+        "apiVersion": "kernelindex.dev/v1alpha1", "kind": "Attestation", "run": old_digest, "type": "note",
+        "author": "A. Reader", "date": today, "note": "cited by the digest it had"}), encoding="utf-8")
+    monkeypatch.setenv("KERNELINDEX_ATTESTATIONS", str(folder))
+    assert ingest_into(home) == 0
+    assert query(home, "SELECT run_id, type FROM attestations") == [(run_id, "note")]

@@ -61,6 +61,8 @@ def test_good_row_gets_contract_identity():
     ({"extra_benchmark_config_str": "{not json"}, "not valid JSON"),
     ({"extra_benchmark_config_str": "[1, 2]"}, "not a JSON object"),
     ({"extra_benchmark_config_str": '{"seq_len": [1, 2]}'}, "not a scalar"),
+    ({"extra_benchmark_config_str": '{"seq_len": 100000000000000000000}'}, "beyond 2**53"),
+    ({"x_value": "100000000000000000000"}, "beyond 2**53"),
     ({"kernel_name": "Llama Rope!"}, "not a lower-case identifier"),
     ({"kernel_provider": ""}, "missing value"),
 ])

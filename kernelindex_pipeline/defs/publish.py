@@ -45,8 +45,10 @@ def _specs() -> list[dg.AssetSpec]:
             "`quarantine`, every refused row."),
         dg.AssetSpec(
             RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
-            description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment; "
-            "apiVersion kernelindex.dev/v1alpha1), with the sha256 digest of its BenchmarkRun."),
+            description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment), "
+            "with the sha256 digest of its BenchmarkRun's RFC 8785 bytes. apiVersion kernelindex.dev/v1alpha1 where "
+            "those are the bytes v1alpha1 digested (the digest is unchanged), else kernelindex.dev/v1alpha2, the "
+            "earlier digest kept in `digest_aliases`."),
         dg.AssetSpec(
             COMPARISON_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "parquet"},
             description="Current rank of each ranked run in its comparison group (same kernel, pass, metric, "
