@@ -106,5 +106,5 @@ def test_a_run_published_as_v1alpha2_is_found_by_its_v1alpha1_digest(analyst_hom
         "apiVersion": "kernelindex.dev/v1alpha1", "kind": "Attestation", "run": old_digest, "type": "note",
         "author": "A. Reader", "date": today, "note": "cited by the digest it had"}), encoding="utf-8")
     monkeypatch.setenv("KERNELINDEX_ATTESTATIONS", str(folder))
-    assert ingest_into(home) == 0
+    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     assert query(home, "SELECT run_id, type FROM attestations") == [(run_id, "note")]

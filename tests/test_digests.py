@@ -227,7 +227,7 @@ def test_a_home_derived_another_way_is_recomputed_on_the_next_ingest(analyst_hom
     v1alpha1 digests kept) is republished by `kernelindex ingest` even with nothing new upstream."""
     import duckdb
     from conftest import copy_home, query
-    from shipped_warehouse import ingest_into
+    from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
     from kernelindex_pipeline import steps
     from kernelindex_pipeline.warehouse import Warehouse
@@ -238,6 +238,6 @@ def test_a_home_derived_another_way_is_recomputed_on_the_next_ingest(analyst_hom
         con.execute("UPDATE run_manifests SET run_digest = coalesce(run_digest_v1alpha1, run_digest), "
                     "run_digest_v1alpha1 = NULL")
         con.execute("UPDATE ingest_state SET value = 'an older derived version' WHERE key = ?", [steps.DERIVED_KEY])
-    assert ingest_into(home) == 0
+    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0  # the analyst home's source: nothing new
     assert query(home, "SELECT run_id, run_digest, run_digest_v1alpha1 FROM run_manifests ORDER BY run_id") == expected
     assert query(home, "SELECT value FROM ingest_state WHERE key = ?", [steps.DERIVED_KEY]) == [(steps.DERIVED_VERSION,)]
