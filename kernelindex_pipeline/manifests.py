@@ -94,7 +94,8 @@ def published_run(run: dict, aliases: dict[str, str]) -> Published:
     may name to their v1alpha1 digests, which the run named as v1alpha1 published it."""
     spec = run["spec"]
     old = {key: aliases[spec[key]] for key in _REFERENCES if spec[key] in aliases}
-    return published(run, {**run, "spec": {**spec, **old}} if old else None)
+    return published(run, {**run, "spec": {**spec, **old}} if old else None,
+                     {digest: spec[key] for key, digest in old.items()})
 
 
 def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
