@@ -106,29 +106,23 @@ class Published:
         return self.v1alpha1_digest if self.v1alpha1_digest != self.digest else None
 
 
-def published(obj: dict, as_v1alpha1: dict | None = None, renamed: dict[str, str] | None = None) -> Published:
+def published(obj: dict, renamed: dict[str, str] | None = None) -> Published:
     """`obj`, written as v1alpha1, as published: as it is where its RFC 8785 bytes are its v1alpha1 bytes,
-    else as v1alpha2. `as_v1alpha1` is the object as v1alpha1 published it where that is not `obj` (a run
-    whose protocol or workload is v1alpha2 named them by their v1alpha1 digests); `renamed` maps each string
-    value of `as_v1alpha1` that `obj` holds otherwise (those digests) to `obj`'s, which lets its text be
-    derived from `as_v1alpha1`'s rather than written again. An object naming another apiVersion is digested
-    as it is."""
+    else as v1alpha2. `renamed` maps digests `obj` names to the ones v1alpha1 named them by (a run whose
+    protocol or workload is v1alpha2). An object naming another apiVersion is digested as it is."""
     if obj.get("apiVersion") != API_VERSION:
         text = canonical_json(obj)
         return Published(obj, text, digest_of_text(text), digest_of_text(text))
-    old = v1alpha1_json(as_v1alpha1 if as_v1alpha1 is not None else obj)
-    text = None
-    if as_v1alpha1 is None:
-        text = _rfc8785_text(obj, old)
-        if text == old:
-            return Published(obj, old, digest_of_text(old), digest_of_text(old))
-    elif renamed:
-        # Digests are hex strings that JSON writes as they are, and the keys stay where they sort.
-        text = _rfc8785_text(as_v1alpha1, old)
-        for before, after in renamed.items():
-            text = text.replace(json.dumps(before), json.dumps(after))
+    current = v1alpha1_json(obj)
+    old = current
+    for digest_now, digest_then in (renamed or {}).items():
+        # Digests are hex strings of one length that JSON writes as they are: the keys stay where they sort.
+        old = old.replace(json.dumps(digest_now), json.dumps(digest_then))
+    text = _rfc8785_text(obj, current)
+    if text == old:
+        return Published(obj, old, digest_of_text(old), digest_of_text(old))
     obj = {**obj, "apiVersion": API_VERSION_V1ALPHA2}
-    if text is not None and text.startswith(_V1ALPHA1_PREFIX):  # apiVersion sorts first: only it changes
+    if text.startswith(_V1ALPHA1_PREFIX):  # apiVersion sorts first: only it changes
         text = _V1ALPHA2_PREFIX + text[len(_V1ALPHA1_PREFIX):]
     else:
         text = canonical_json(obj)

@@ -93,9 +93,7 @@ def published_run(run: dict, aliases: dict[str, str]) -> Published:
     """The BenchmarkRun as published (identity.published); `aliases` maps the digests of v1alpha2 objects it
     may name to their v1alpha1 digests, which the run named as v1alpha1 published it."""
     spec = run["spec"]
-    old = {key: aliases[spec[key]] for key in _REFERENCES if spec[key] in aliases}
-    return published(run, {**run, "spec": {**spec, **old}} if old else None,
-                     {digest: spec[key] for key, digest in old.items()})
+    return published(run, {spec[key]: aliases[spec[key]] for key in _REFERENCES if spec[key] in aliases})
 
 
 def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
