@@ -22,6 +22,7 @@ import kernels
 from kernelindex_pipeline.catalog import MODES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
 from kernelindex_pipeline.display import params_display, plain, quantity, scale
 from kernelindex_pipeline.site import escape as _e
+from kernelindex_pipeline.warehouse import records
 
 # Kernel pages stay small: at most this many charts of each kind, the rest counted in a line.
 MAX_SCALING_CHARTS = 24
@@ -87,12 +88,6 @@ def version_key(version: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.+-]", version))
 
 
-def _rows(con, sql: str) -> list[dict]:
-    cursor = con.execute(sql)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
-
-
 def _mode_order(mode: str) -> int:
     return MODES.index(mode) if mode in MODES else len(MODES)
 
@@ -101,7 +96,7 @@ def scaling_charts(con, definitions: dict[str, dict]) -> dict[str, list[Chart]]:
     """Every kernel's scaling series with two swept values or more, from one query over the ranked runs."""
     swept = dict(con.execute(SWEPT_SQL).fetchall())
     series: dict[tuple, dict] = defaultdict(lambda: {"lines": defaultdict(dict), "unit": None})
-    for run in _rows(con, RANKED_SQL):
+    for run in records(con, RANKED_SQL):
         definition, x_names = definitions.get(run["workload_digest"]), swept.get(run["workload_digest"], ())
         if definition is None:
             continue
@@ -147,7 +142,7 @@ def history_charts(con, definitions: dict[str, dict]) -> dict[str, list[Chart]]:
     """Every kernel's release histories: (workload, GPU, pass, metric) with the implementations measured under
     two Liger releases or more, from one grouped query."""
     charts: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for row in _rows(con, HISTORY_SQL):
+    for row in records(con, HISTORY_SQL):
         charts[(row["kernel"], row["gpu"], row["metric"], row["operation_mode"], row["workload_slug"],
                 row["workload_digest"])][row["provider"]].append(row)
     out: dict[str, list[Chart]] = defaultdict(list)

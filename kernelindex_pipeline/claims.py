@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from kernelindex_pipeline import catalog, verdicts
 from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
+from kernelindex_pipeline.warehouse import records
 
 # Rerun protocols, as claim_checks names them, and the protocol family of their evidence.
 PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
@@ -148,9 +149,7 @@ def _deterministic_interval(row: dict) -> verdicts.RatioInterval:
 def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
     """The `claim_checks` table: one row per source claim and rerun protocol."""
     protocols = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
-    cursor = con.execute(CANDIDATES_SQL.format(protocols=protocols))
-    names = [d[0] for d in cursor.description]
-    rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+    rows = records(con, CANDIDATES_SQL.format(protocols=protocols))
     latency, out = [], []
     for row in rows:
         row["source_ratio"] = row["source_b_median"] / row["source_a_median"] if row["source_a_median"] else None

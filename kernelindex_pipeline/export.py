@@ -35,7 +35,7 @@ from kernelindex_pipeline.site import (
     kernel_slug,
     replications_section,
 )
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse import Warehouse, records
 
 SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
 SOURCE_LICENSES = {"liger-kernel-bench": "BSD-2-Clause"}
@@ -64,9 +64,7 @@ def _has_table(con, name: str) -> bool:
 
 
 def claim_checks_by_run(con) -> list[dict]:
-    cursor = con.execute("SELECT * FROM claim_checks ORDER BY protocol, a_provider, b_provider")
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return records(con, "SELECT * FROM claim_checks ORDER BY protocol, a_provider, b_provider")
 
 
 def group_slug(comparison_key: str) -> str:
@@ -127,9 +125,7 @@ def run_records(con, run_ids: list[str] | None = None) -> list[dict]:
                       "NULL AS listed_at"),
         listing_ranks="LEFT JOIN listing_ranks lr USING (run_id)" if listed else "",
         only="" if run_ids is None else "WHERE list_contains(?, r.run_id)")
-    cursor = con.execute(sql, [] if run_ids is None else [run_ids])
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return records(con, sql, None if run_ids is None else [run_ids])
 
 
 def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = (),
@@ -418,10 +414,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         runs = run_records(con)
         attestations_by_run: dict[str, list[dict]] = defaultdict(list)
         if _has_table(con, "attestations"):
-            cursor = con.execute("SELECT * FROM attestations")
-            columns = [d[0] for d in cursor.description]
-            for row in cursor.fetchall():
-                attestation = dict(zip(columns, row))
+            for attestation in records(con, "SELECT * FROM attestations"):
                 attestations_by_run[attestation["run_id"]].append(attestation)
         checks_by_run: dict[str, list[dict]] = defaultdict(list)
         for check in claim_checks_by_run(con):

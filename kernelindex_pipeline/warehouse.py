@@ -417,6 +417,13 @@ def table_checksum(con: duckdb.DuckDBPyConnection, table: str) -> str:
     return f"{table}:{rows_checksum(con, table)}"
 
 
+def records(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
+    """A query's rows as dicts by column name."""
+    cursor = con.execute(sql, params or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
     """(name, type) of a warehouse table's columns, in order."""
     return con.execute(
