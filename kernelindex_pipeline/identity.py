@@ -1,10 +1,11 @@
 """Identity rules of the contract: canonical JSON, digests, slugs, ids. Pure functions, no Dagster.
 
-Every digest is `sha256:` of an object's RFC 8785 (JSON Canonicalization Scheme) bytes. Objects were first
-published as v1alpha1, digested over Python's `json.dumps` text; an object whose RFC 8785 bytes are not
-those is published as v1alpha2, so its apiVersion says its digest is not the one v1alpha1 gave it, and that
-older digest is kept beside it (`Published.v1alpha1_digest`). docs/digests.md tells readers how to
-recompute a digest.
+Every digest is `sha256:` of the RFC 8785 (JSON Canonicalization Scheme) bytes of an object without its
+`metadata` (names and titles for people, as the seed records digest them). Objects were first published as
+v1alpha1, digested over Python's `json.dumps` text; an object whose RFC 8785 bytes are not those is
+published as v1alpha2, so its apiVersion says its digest is not the one v1alpha1 gave it, and that older
+digest is kept beside it (`Published.v1alpha1_digest`). docs/digests.md tells readers how to recompute a
+digest.
 """
 
 from __future__ import annotations
@@ -77,12 +78,19 @@ def _rfc8785_text(obj, text: str) -> str:
 
 
 def canonical_json(obj) -> str:
-    """The RFC 8785 text of an object: the text every digest is taken of."""
+    """The RFC 8785 text of an object."""
     return _rfc8785_text(obj, v1alpha1_json(obj))
 
 
+def digested_part(obj):
+    """What a digest is taken of: the object without its `metadata`."""
+    if isinstance(obj, dict) and "metadata" in obj:
+        return {key: value for key, value in obj.items() if key != "metadata"}
+    return obj
+
+
 def digest(obj) -> str:
-    return digest_of_text(canonical_json(obj))
+    return digest_of_text(canonical_json(digested_part(obj)))
 
 
 def digest_of_text(canonical: str) -> str:
@@ -110,23 +118,44 @@ def published(obj: dict, renamed: dict[str, str] | None = None) -> Published:
     """`obj`, written as v1alpha1, as published: as it is where its RFC 8785 bytes are its v1alpha1 bytes,
     else as v1alpha2. `renamed` maps digests `obj` names to the ones v1alpha1 named them by (a run whose
     protocol or workload is v1alpha2). An object naming another apiVersion is digested as it is."""
+    part = digested_part(obj)
     if obj.get("apiVersion") != API_VERSION:
-        text = canonical_json(obj)
-        return Published(obj, text, digest_of_text(text), digest_of_text(text))
-    current = v1alpha1_json(obj)
+        text = canonical_json(part)
+        return Published(obj, _with_metadata(obj, text), digest_of_text(text), digest_of_text(text))
+    current = v1alpha1_json(part)
     old = current
     for digest_now, digest_then in (renamed or {}).items():
         # Digests are hex strings of one length that JSON writes as they are: the keys stay where they sort.
         old = old.replace(json.dumps(digest_now), json.dumps(digest_then))
-    text = _rfc8785_text(obj, current)
+    text = _rfc8785_text(part, current)
     if text == old:
-        return Published(obj, old, digest_of_text(old), digest_of_text(old))
+        return Published(obj, _with_metadata(obj, old), digest_of_text(old), digest_of_text(old))
     obj = {**obj, "apiVersion": API_VERSION_V1ALPHA2}
     if text.startswith(_V1ALPHA1_PREFIX):  # apiVersion sorts first: only it changes
         text = _V1ALPHA2_PREFIX + text[len(_V1ALPHA1_PREFIX):]
     else:
-        text = canonical_json(obj)
-    return Published(obj, text, digest_of_text(text), digest_of_text(old))
+        text = canonical_json(digested_part(obj))
+    return Published(obj, _with_metadata(obj, text), digest_of_text(text), digest_of_text(old))
+
+
+def _utf16(key: str) -> bytes:
+    return key.encode("utf-16-be")
+
+
+def _with_metadata(obj: dict, text: str) -> str:
+    """The RFC 8785 text of `obj`, given `text`, that of `obj` without its metadata: the metadata member
+    goes in where its key sorts, so the rest of the object is not written again."""
+    if "metadata" not in obj:
+        return text
+    before = sorted((key for key in obj if _utf16(key) < _utf16("metadata")), key=_utf16)
+    prefix = "{" + ",".join(f"{canonical_json(key)}:{canonical_json(obj[key])}" for key in before)
+    if not text.startswith(prefix):
+        return canonical_json(obj)
+    member = '"metadata":' + canonical_json(obj["metadata"])
+    rest = text[len(prefix):]  # "," or "}" after a member; the members (or "}") right after "{"
+    if before:
+        return prefix + "," + member + rest
+    return "{" + member + ("}" if rest == "}" else "," + rest)
 
 
 def slugify(text: str) -> str:

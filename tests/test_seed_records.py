@@ -1,12 +1,15 @@
 """The two published seed records, reproduced field for field from the shipped snapshots."""
 
+import hashlib
 import json
 import re
 from pathlib import Path
 
+import jcs
 import pytest
 
 from kernelindex_pipeline import cli
+from kernelindex_pipeline.identity import published
 
 SEEDS = Path(__file__).parent / "fixtures" / "seed-records"
 LLAMA4 = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
@@ -19,12 +22,18 @@ def seed_manifest(name: str) -> dict:
     return json.loads(text[text.index('{\n  "run"'): text.index("Cite this record")])
 
 
-def without_digests(obj):
-    """The manifest with every digest value replaced by a marker (digests are opaque per the spec)."""
+# The seeds publish their protocol and environment objects, so those digests must come out exactly; they do
+# not publish the workload and implementation objects their run names, so those two digests (and with them
+# the run digest and the comparison key) cannot be derived from the seed and are only checked for shape.
+UNPUBLISHED = ("workloadDigest", "implementationDigest")
+
+
+def without_unpublished_digests(obj):
+    """The manifest with the digests of objects the seed does not show replaced by a marker."""
     if isinstance(obj, dict):
-        return {k: "<digest>" if k.endswith("Digest") else without_digests(v) for k, v in obj.items()}
+        return {k: "<digest>" if k in UNPUBLISHED else without_unpublished_digests(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [without_digests(v) for v in obj]
+        return [without_unpublished_digests(v) for v in obj]
     return obj
 
 
@@ -39,10 +48,30 @@ def shown(home, run: str, capsys, monkeypatch) -> dict:
 def test_show_reproduces_seed_manifest(shipped_warehouse, capsys, monkeypatch, seed, external_id):
     manifest = shown(shipped_warehouse.home, external_id, capsys, monkeypatch)
     assert list(manifest) == ["run", "protocol", "environment"]
-    assert without_digests(manifest) == without_digests(seed_manifest(seed))
+    assert without_unpublished_digests(manifest) == without_unpublished_digests(seed_manifest(seed))
     spec = manifest["run"]["spec"]
-    for key in ("protocolDigest", "workloadDigest", "environmentDigest", "implementationDigest"):
+    for key in UNPUBLISHED:
         assert DIGEST.match(spec[key]), key
+
+
+@pytest.mark.parametrize("seed", ["llama4_rope-backward-liger-h100.txt", "geglu-backward-huggingface-a100.txt"])
+def test_seed_digests_are_of_objects_without_metadata(seed):
+    """The rule the seeds follow, recomputed by an independent RFC 8785 implementation (`jcs`): the run's
+    protocol and environment digests are those of the objects shown, without their `metadata`."""
+    manifest = seed_manifest(seed)
+    spec = manifest["run"]["spec"]
+    for part, key in (("protocol", "protocolDigest"), ("environment", "environmentDigest")):
+        body = {k: v for k, v in manifest[part].items() if k != "metadata"}
+        assert "sha256:" + hashlib.sha256(jcs.canonicalize(body)).hexdigest() == spec[key]
+
+
+def test_seed_run_digest_is_shown():
+    """The llama4 seed page cites its run digest (`sha256:80cfc402d26261a5d632668…`): the digest of the run
+    object as shown, without its metadata, which is ours once the workload and implementation digests it
+    names are the seed's."""
+    manifest = seed_manifest("llama4_rope-backward-liger-h100.txt")
+    text = (SEEDS / "llama4_rope-backward-liger-h100.txt").read_text(encoding="utf-8")
+    assert published(manifest["run"]).digest.startswith(re.search(r"\nsha256:([0-9a-f]+)…", text).group(0)[1:-1])
 
 
 def test_seed_values_and_ranks(shipped_warehouse):
