@@ -10,6 +10,7 @@ digest.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -142,13 +143,23 @@ def _utf16(key: str) -> bytes:
     return key.encode("utf-16-be")
 
 
+@functools.lru_cache(maxsize=64)
+def _prefix(members: tuple[tuple[str, str], ...]) -> str:
+    """'{' and the canonical text of string members (an object's apiVersion and kind: a handful of them)."""
+    return "{" + ",".join(f"{canonical_json(key)}:{canonical_json(value)}" for key, value in members)
+
+
 def _with_metadata(obj: dict, text: str) -> str:
     """The RFC 8785 text of `obj`, given `text`, that of `obj` without its metadata: the metadata member
     goes in where its key sorts, so the rest of the object is not written again."""
     if "metadata" not in obj:
         return text
     before = sorted((key for key in obj if _utf16(key) < _utf16("metadata")), key=_utf16)
-    prefix = "{" + ",".join(f"{canonical_json(key)}:{canonical_json(obj[key])}" for key in before)
+    members = tuple((key, obj[key]) for key in before)
+    if all(isinstance(value, str) for _, value in members):
+        prefix = _prefix(members)
+    else:
+        prefix = "{" + ",".join(f"{canonical_json(key)}:{canonical_json(value)}" for key, value in members)
     if not text.startswith(prefix):
         return canonical_json(obj)
     member = '"metadata":' + canonical_json(obj["metadata"])

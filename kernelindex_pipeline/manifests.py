@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
 
 import pyarrow as pa
 
@@ -14,18 +13,14 @@ from kernelindex_pipeline.identity import API_VERSION, Published, published
 _QUANTILES = (("p20", "p20_value", "source_p20", "20"), ("p80", "p80_value", "source_p80", "80"))
 
 
-def _iso(ts: datetime) -> str:
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
-
-
 def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
-    """The BenchmarkRun of one `runs` row."""
+    """The BenchmarkRun of one `runs` row (its `observed_at` as MANIFEST_INPUTS_SQL writes it)."""
     latency = run["metric"] == "latency"
     primary = {"latencyNs" if latency else "peakMemoryBytes": {"median": run["median_value"]}, "primaryStatistic": "median"}
     spec = {
         "status": run["status"],
         "timing" if latency else "memory": primary,
-        "observedAt": _iso(run["observed_at"]),
+        "observedAt": run["observed_at"],
         "measurements": [
             {"unit": run["unit"], "value": run[column], "metric": run["metric"], "statistic": stat}
             for stat, column, _, _ in _QUANTILES
@@ -51,11 +46,15 @@ def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
     return {"kind": "BenchmarkRun", "spec": spec, "metadata": metadata, "apiVersion": API_VERSION}
 
 
-# The runs in `scope_runs` (see history.py), numbered, with only the parts of a controlled run's record
-# that its manifest carries (not its samples).
+# The runs in `scope_runs` (see history.py), numbered, with the columns a manifest is made of and only the
+# parts of a controlled run's record that its manifest carries (not its samples).
 MANIFEST_INPUTS_SQL = """
 CREATE OR REPLACE TEMP TABLE _manifest_inputs AS
-SELECT row_number() OVER (ORDER BY r.run_id) AS n, r.*, c.run_id IS NOT NULL AS controlled,
+SELECT row_number() OVER (ORDER BY r.run_id) AS n, r.run_id, r.external_id, r.name, r.title, r.kernel,
+    r.operation_mode, r.metric, r.unit, r.median_value, r.p20_value, r.p80_value,
+    strftime(r.observed_at, '%Y-%m-%dT%H:%M:%S.%gZ') AS observed_at, r.evidence_level, r.source,
+    r.protocol_digest, r.workload_digest, r.environment_digest, r.implementation_digest, r.liger_version, r.status,
+    r.source_p20, r.source_p50, r.source_p80, r.source_unit, c.run_id IS NOT NULL AS controlled,
     json_extract(c.record, '$.correctness') AS correctness,
     json_extract(c.record, '$.environment.spec.ceilings') AS ceilings, json_extract(c.record, '$.achieved') AS achieved,
     json_extract_string(c.record, '$.implementation_label') AS implementation_label
