@@ -23,4 +23,7 @@ def build_definitions(locations: list[str] | None = None, home: str = "", eviden
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The code location, built when Dagster loads it (not when the CLI imports `build_definitions`)."""
+    return build_definitions()

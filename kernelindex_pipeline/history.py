@@ -46,7 +46,7 @@ WITH o AS (
 ), source_native AS (
     SELECT f.run_id,
         k.id_prefix || strftime(f.observed_at, '%Y-%m-%d-%H-%M-%S') || k.id_suffix AS external_id,
-        k.title, k.kernel_name AS kernel, k.kernel_operation_mode AS operation_mode, k.kernel_provider AS provider,
+        k.title, k.kernel, k.kernel_operation_mode AS operation_mode, k.kernel_provider AS provider,
         k.implementation, k.project, k.metric, CASE k.metric WHEN 'latency' THEN 'ns' ELSE 'bytes' END AS unit,
         f.median_value, f.p20_value, f.p80_value, k.gpu, k.form_factor, k.architecture, k.workload_slug,
         f.observed_at, k.evidence_level, coalesce(f.listed_by, k.source) AS source,

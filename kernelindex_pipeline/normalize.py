@@ -206,6 +206,10 @@ def _number(text: str):
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
 
 
+# Upstream names some benchmarks by kernel and one setting: "dyt_beta=True" is kernel dyt with beta true.
+KERNEL_SETTING = re.compile(r"(?P<kernel>[a-z0-9_]+)_(?P<name>[A-Za-z0-9]+)=(?P<value>[A-Za-z0-9_.+-]+)")
+
+
 def _slug_safe(text: str) -> str:
     return "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_.+") else "_" for ch in text)
 
@@ -214,14 +218,25 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
-    """Canonical workload of one upstream (kernel, x, config) triple, or {'reason': ...}."""
+def split_kernel_name(kernel_name: str) -> tuple[str, tuple[str, object] | None]:
+    """(kernel, its setting as (name, value), or None): "dyt_beta=True" is kernel dyt with beta true."""
+    named = KERNEL_SETTING.fullmatch(kernel_name)
+    if named is None:
+        return kernel_name, None
+    value = named["value"]
+    return named["kernel"], (named["name"], {"true": True, "false": False}.get(value.lower(), _number(value)))
+
+
+def workload_of(kernel_name: str, x_name: str, x_value: str, config: str) -> dict:
+    """Canonical workload of one upstream (kernel name, x, config) triple, or {'reason': ...}; a setting in
+    the kernel name is one of the workload's parameters."""
     try:
         cfg = json.loads(config, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         return {"reason": "extra_benchmark_config_str is not valid JSON"}
     if not isinstance(cfg, dict):
         return {"reason": "extra_benchmark_config_str is not a JSON object"}
+    kernel, setting = split_kernel_name(kernel_name)
     spec = kernels.lookup(kernel)
     params, dtype, implied = {}, None, {}
     for key, value in cfg.items():
@@ -239,6 +254,12 @@ def workload_of(kernel: str, x_name: str, x_value: str, config: str) -> dict:
         else:
             params[name] = value
     params[spec.canonical(x_name)] = _number(x_value)  # the swept parameter wins over a config default
+    if setting is not None:
+        name, value = spec.canonical(setting[0]), setting[1]
+        if name in params and (type(params[name]), params[name]) != (type(value), value):
+            return {"reason": f"kernel_name sets {name} = {json.dumps(value)} where extra_benchmark_config_str "
+                              f"has {json.dumps(params[name])[:40]}"}
+        params[name] = value
     try:
         return workload_definition(kernel, params, dtype, implied)
     except rfc8785.IntegerDomainError:  # RFC 8785 numbers are doubles (a parameter or a shape derived from one)
@@ -286,17 +307,20 @@ def _workload_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
     keys = con.sql("SELECT DISTINCT kernel_name, x_name, x_value, extra_benchmark_config_str FROM keys "
                    "WHERE json_valid(extra_benchmark_config_str)").fetchall()
     rows = []
-    for kernel, x_name, x_value, config in keys:
-        w = workload_of(kernel, x_name, x_value, config)
+    for kernel_name, x_name, x_value, config in keys:
+        w = workload_of(kernel_name, x_name, x_value, config)
+        kernel, _ = split_kernel_name(kernel_name)
         rows.append({
-            "kernel_name": kernel, "x_name": x_name, "x_value": x_value, "extra_benchmark_config_str": config,
+            "kernel_name": kernel_name, "kernel": kernel, "x_name": x_name, "x_value": x_value,
+            "extra_benchmark_config_str": config,
             "workload_reason": w.get("reason"), "workload_slug": w.get("workload_slug"),
             "workload_digest": w.get("workload_digest"), "digest_v1alpha1": w.get("digest_v1alpha1"),
             "definition": json.dumps(w["definition"], ensure_ascii=False) if "definition" in w else None,
             "kernel_title": kernels.lookup(kernel).title, "known_kernel": w.get("known_kernel"),
             "shapes_known": w.get("shapes_known"),
         })
-    schema = pa.schema([("kernel_name", pa.string()), ("x_name", pa.string()), ("x_value", pa.string()),
+    schema = pa.schema([("kernel_name", pa.string()), ("kernel", pa.string()), ("x_name", pa.string()),
+                        ("x_value", pa.string()),
                         ("extra_benchmark_config_str", pa.string()), ("workload_reason", pa.string()),
                         ("workload_slug", pa.string()), ("workload_digest", pa.string()),
                         ("digest_v1alpha1", pa.string()), ("definition", pa.string()),
@@ -388,7 +412,8 @@ WITH checked_keys AS (
     SELECT *, CASE
         WHEN kernel_name = '' OR kernel_provider = '' OR kernel_operation_mode = '' OR x_name = '' OR x_value = ''
             THEN 'missing value in kernel_name, kernel_provider, kernel_operation_mode, x_name or x_value'
-        WHEN NOT regexp_full_match(kernel_name, '[a-z0-9_]+') THEN 'kernel_name is not a lower-case identifier: ' || kernel_name
+        WHEN NOT regexp_full_match(kernel_name, '[a-z0-9_]+|{KERNEL_SETTING.pattern}')
+            THEN 'kernel_name is not a lower-case identifier (with at most one _setting=value): ' || kernel_name
         WHEN NOT regexp_full_match(kernel_provider, '[A-Za-z0-9_.-]+') THEN 'kernel_provider is not an identifier: ' || kernel_provider
         WHEN kernel_operation_mode NOT IN ({", ".join(f"'{m}'" for m in catalog.MODES)})
             THEN 'unknown operation mode: ' || kernel_operation_mode
@@ -398,7 +423,7 @@ WITH checked_keys AS (
     END AS key_reason
     FROM keys
 ), j AS (
-    SELECT k.*, w.workload_reason, w.workload_slug, w.workload_digest, w.kernel_title, w.known_kernel,
+    SELECT k.*, w.kernel, w.workload_reason, w.workload_slug, w.workload_digest, w.kernel_title, w.known_kernel,
         g.gpu, g.form_factor, g.architecture, g.environment_digest,
         i.implementation, i.project, i.implementation_digest,
         -- a comparison group keeps its key: it names the workload and environment by their v1alpha1 digests
@@ -411,7 +436,7 @@ WITH checked_keys AS (
     LEFT JOIN implementations i USING (kernel_provider)
 ), p AS (
     SELECT j.*, p.protocol_digest,
-        concat_ws('/', kernel_name, kernel_operation_mode, kernel_provider, gpu_slug, workload_slug) || '/' AS id_prefix,
+        concat_ws('/', kernel, kernel_operation_mode, kernel_provider, gpu_slug, workload_slug) || '/' AS id_prefix,
         CASE WHEN metric = 'peak_memory' THEN '/peak_memory' ELSE '' END AS id_suffix
     FROM j LEFT JOIN (SELECT mode AS kernel_operation_mode, metric, protocol_digest FROM protocols) p
         USING (kernel_operation_mode, metric)
@@ -422,7 +447,7 @@ SELECT *,
         || CASE WHEN metric = 'peak_memory' THEN ' · peak memory' ELSE '' END AS title,
     -- the RFC 8785 text of the comparison: its keys in order, every value a plain identifier (nothing to escape)
     'sha256:' || sha256('{{"environment":"' || key_environment || '","family":"{catalog.SOURCE_FAMILY}","kernel":"'
-        || kernel_name || '","metric":"' || metric || '","mode":"' || kernel_operation_mode || '","workload":"'
+        || kernel || '","metric":"' || metric || '","mode":"' || kernel_operation_mode || '","workload":"'
         || key_workload || '"}}') AS comparison_key,
     '{catalog.SOURCE_NATIVE}' AS evidence_level, '{catalog.SOURCE}' AS source,
     hash(id_prefix, id_suffix) AS identity_key
@@ -500,7 +525,7 @@ def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | No
     dims = con.sql("SELECT * EXCLUDE (key_reason, workload_reason, dim_reason, identity_key, key_workload, key_environment) "
                    "FROM dims WHERE dim_reason IS NULL").to_arrow_table()
     rejected = con.sql("SELECT * FROM malformed UNION ALL SELECT * FROM rejected ORDER BY revision_key, line_number").to_arrow_table()
-    workloads = con.sql("SELECT DISTINCT workload_digest, kernel_name AS kernel, workload_slug, definition, shapes_known, "
+    workloads = con.sql("SELECT DISTINCT workload_digest, kernel, workload_slug, definition, shapes_known, "
                         "digest_v1alpha1 "
                         "FROM workloads WHERE workload_digest IS NOT NULL").to_arrow_table()
     for name in [*tables, "workloads", "implementations"]:

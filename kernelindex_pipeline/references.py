@@ -21,14 +21,12 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA
+from kernelindex_pipeline.normalize import KERNEL_SETTING, QUARANTINE_SCHEMA
 
 if TYPE_CHECKING:
     from kernelindex_pipeline.warehouse import Warehouse
 
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
-# "<kernel>_<setting>=<value>": the setting is the last underscore-separated word before the "=".
-KEYED_SETTING = re.compile(r"(?P<kernel>.+)_(?P<setting>[A-Za-z0-9]+=.*)")
 
 GOLDEN_SCHEMA = pa.schema([
     ("source", pa.string()), ("golden_key", pa.string()), ("kernel", pa.string()), ("setting", pa.string()),
@@ -59,9 +57,9 @@ def parse_golden(data: bytes) -> tuple[dict, list[tuple[str, str]]]:
 def golden_rows(source: str, sha: str, parsed: dict) -> list[dict]:
     rows = []
     for key, commit in sorted(parsed["entries"].items()):
-        keyed = KEYED_SETTING.fullmatch(key) if "=" in key else None
+        keyed = KERNEL_SETTING.fullmatch(key)
         rows.append({"source": source, "golden_key": key, "kernel": keyed["kernel"] if keyed else key,
-                     "setting": keyed["setting"] if keyed else None, "benchmarked_commit": commit,
+                     "setting": f"{keyed['name']}={keyed['value']}" if keyed else None, "benchmarked_commit": commit,
                      "default_commit": parsed["default"], "file_sha256": sha})
     return rows
 

@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS run_keys (
     gpu VARCHAR, form_factor VARCHAR, architecture VARCHAR, environment_digest VARCHAR, implementation VARCHAR,
     project VARCHAR, implementation_digest VARCHAR, metric VARCHAR, gpu_slug VARCHAR, protocol_digest VARCHAR,
     id_prefix VARCHAR, id_suffix VARCHAR, title VARCHAR, comparison_key VARCHAR, evidence_level VARCHAR,
-    source VARCHAR);
+    source VARCHAR, kernel VARCHAR);
 CREATE TABLE IF NOT EXISTS snapshot_quarantine (
     revision_key VARCHAR, source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR,
     raw_line VARCHAR);
@@ -108,6 +108,7 @@ ALTER TABLE protocols ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE environments ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE implementations ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE workloads ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
+ALTER TABLE run_keys ADD COLUMN IF NOT EXISTS kernel VARCHAR;
 """
 
 MANIFESTS_VIEW_SQL = """

@@ -156,24 +156,32 @@ CREATE OR REPLACE VIEW rank_changes AS
 {rank_changes};
 
 -- Each kernel's reference run (its golden commit, else the file's default) against its newest gh-pages run,
--- per implementation, pass, metric, workload and GPU: the comparison Liger's dashboard draws.
+-- per implementation, pass, metric, workload and GPU: the comparison Liger's dashboard draws. A golden key
+-- with a setting ("dyt_beta=False") names the runs whose workload has that parameter value.
 CREATE OR REPLACE VIEW golden_vs_newest AS
 WITH gh AS (
-    SELECT r.run_id, r.kernel, r.provider, r.operation_mode, r.metric, r.workload_slug, r.gpu, r.unit,
-        r.median_value, l.benchmarked_commit, max(l.committed_at) AS listed_at
+    SELECT r.run_id, r.kernel, r.provider, r.operation_mode, r.metric, r.workload_slug, r.workload_digest, r.gpu,
+        r.unit, r.median_value, l.benchmarked_commit, max(l.committed_at) AS listed_at
     FROM runs r JOIN run_listings l USING (run_id)
     WHERE l.source = 'liger-kernel-gh-pages' AND l.benchmarked_commit IS NOT NULL
     GROUP BY ALL
 ),
+by_setting AS (
+    SELECT gh.run_id, any_value(g.benchmarked_commit) AS golden_commit
+    FROM gh JOIN golden_commits g ON g.kernel = gh.kernel AND g.setting IS NOT NULL
+    JOIN (SELECT DISTINCT workload_digest, definition FROM workloads) w USING (workload_digest)
+    WHERE lower(json_extract_string(w.definition, '$.spec.parameters.' || split_part(g.setting, '=', 1)))
+        = lower(split_part(g.setting, '=', 2))
+    GROUP BY 1
+),
 golden AS (
-    SELECT k.kernel, coalesce(g.benchmarked_commit, d.default_commit) AS golden_commit
-    FROM (SELECT DISTINCT kernel FROM gh) k
+    SELECT gh.*, coalesce(s.golden_commit, g.benchmarked_commit, d.default_commit) AS golden_commit
+    FROM gh LEFT JOIN by_setting s USING (run_id)
     LEFT JOIN (SELECT * FROM golden_commits WHERE setting IS NULL) g USING (kernel)
     CROSS JOIN (SELECT any_value(default_commit) AS default_commit FROM golden_commits) d
 ),
 ref AS (
-    SELECT gh.*, golden.golden_commit FROM gh JOIN golden USING (kernel)
-    WHERE starts_with(gh.benchmarked_commit, golden.golden_commit)
+    SELECT * FROM golden WHERE starts_with(benchmarked_commit, golden_commit)
     QUALIFY row_number() OVER (PARTITION BY kernel, provider, operation_mode, metric, workload_slug, gpu
                                ORDER BY listed_at DESC, run_id) = 1
 ),

@@ -9,7 +9,16 @@ def _group_norm(p):
     return {"x": [rows, channels, p["hidden"]], "weight": [channels], "bias": [channels]}
 
 
+def _dyt(p):
+    """Liger's LigerDyT: a scalar alpha, a per-channel gamma, and a per-channel beta only when beta is on."""
+    tensors = {"x": [p["tokens"], p["hidden"]], "alpha": [1], "gamma": [p["hidden"]]}
+    if p["beta"]:
+        tensors["beta"] = [p["hidden"]]
+    return tensors
+
+
 SPECS = [
+    spec("dyt", "Dynamic Tanh (DyT)", tensors=_dyt),
     spec(
         "fused_add_rms_norm",
         "Fused residual add + RMSNorm",

@@ -7,7 +7,7 @@ import pytest
 
 from kernelindex_pipeline.defs import schedules
 from kernelindex_pipeline.defs.resources import UpstreamResource
-from kernelindex_pipeline.definitions import build_definitions, defs
+from kernelindex_pipeline.definitions import build_definitions, defs as location
 from kernelindex_pipeline.partitions import upstream_revisions
 from kernelindex_pipeline.sources import DirectorySource
 from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, table_checksum
@@ -105,6 +105,7 @@ def test_new_revision_after_earlier_ones_keeps_history(tmp_path):
 
 
 def test_definitions_load_with_jobs_schedule_sensor_and_checks():
+    defs = location()
     repo = defs.get_repository_def()
     assert {j.name for j in repo.get_all_jobs()} >= {schedules.INGEST_JOB, "gpu_reruns_job"}
     assert repo.get_schedule_def("nightly_ingest").cron_schedule == "0 3 * * *"

@@ -80,7 +80,9 @@ def test_the_code_location_is_the_defs_folder():
     ``dg check defs`` loads); each job selects whole asset groups."""
     import dagster as dg
 
-    from kernelindex_pipeline.definitions import PROJECT_ROOT, defs
+    from kernelindex_pipeline.definitions import PROJECT_ROOT, defs as location
+
+    defs = location()
 
     loaded = dg.load_from_defs_folder(path_within_project=PROJECT_ROOT)
     repo = defs.get_repository_def()

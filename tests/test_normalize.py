@@ -64,6 +64,8 @@ def test_good_row_gets_contract_identity():
     ({"extra_benchmark_config_str": '{"seq_len": 100000000000000000000}'}, "beyond 2**53"),
     ({"x_value": "100000000000000000000"}, "beyond 2**53"),
     ({"kernel_name": "Llama Rope!"}, "not a lower-case identifier"),
+    ({"kernel_name": "llama4_rope_seq=a b"}, "not a lower-case identifier"),
+    ({"kernel_name": "llama4_rope_seq=1024"}, "kernel_name sets seq = 1024 where extra_benchmark_config_str has 2048"),
     ({"kernel_provider": ""}, "missing value"),
 ])
 def test_bad_row_is_quarantined_with_reason_and_good_rows_still_land(changes, reason):
@@ -115,6 +117,19 @@ def test_invalid_utf8_is_quarantined_not_fatal():
     assert result.observations.num_rows == 1
     (q,) = result.quarantine.to_pylist()
     assert "UTF-8" in q["reason"] or "identifier" in q["reason"]
+
+
+def test_a_setting_in_the_kernel_name_is_a_workload_parameter():
+    """Upstream's "dyt_beta=True" is kernel dyt with beta true, where the config leaves beta out too."""
+    row = variant(kernel_name="dyt_beta=True", kernel_provider="liger", kernel_operation_mode="forward",
+                  x_name="hidden_size", x_value="1024", extra_benchmark_config_str='{"BT": 4096, "dtype": "torch.bfloat16"}')
+    result = run(row, row.replace("dyt_beta=True", "dyt_beta=False"))
+    assert result.quarantine.num_rows == 0
+    assert sorted(d["id_prefix"] for d in result.dims.to_pylist()) == [
+        "dyt/forward/liger/nvidia-h100-80gb-hbm3/beta-false-hidden1024-tokens4096-bf16/",
+        "dyt/forward/liger/nvidia-h100-80gb-hbm3/beta-true-hidden1024-tokens4096-bf16/"]
+    assert {d["kernel"] for d in result.dims.to_pylist()} == {"dyt"}
+    assert {d["kernel_name"] for d in result.dims.to_pylist()} == {"dyt_beta=True", "dyt_beta=False"}
 
 
 def test_unknown_kernel_ingests_with_generic_workload():

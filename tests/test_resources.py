@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from kernelindex_pipeline.defs.resources import (SHIPPED_ATTESTATIONS, SHIPPED_GH_PAGES, SHIPPED_UPSTREAM,
-                                                 WarehouseResource)
+                                                 UpstreamResource, WarehouseResource)
 from kernelindex_pipeline.definitions import build_definitions
 
 
@@ -23,6 +23,10 @@ def test_directories_are_bound_to_their_environment_variables(monkeypatch, tmp_p
     assert resolved.warehouse().home == tmp_path / "home"
     assert resolved.attestations_path() == tmp_path / "notes"
     assert upstream.process_config_and_initialize().resolved_locations() == ["first", "second"]
+    # the CLI reads the same values outside a run
+    assert WarehouseResource.resolved().warehouse().home == tmp_path / "home"
+    assert WarehouseResource.resolved().attestations_path() == tmp_path / "notes"
+    assert UpstreamResource.resolved().resolved_locations() == ["first", "second"]
 
 
 def test_given_values_win_and_unset_variables_leave_the_defaults(monkeypatch, tmp_path):
