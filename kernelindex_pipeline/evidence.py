@@ -23,9 +23,10 @@ class EvidenceError(ValueError):
     """An evidence record that cannot become a controlled run; the message says why."""
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path) -> list[tuple[dict, str]]:
+    """Each record of an evidence file, with its line as committed (what `controlled_runs.record` keeps)."""
     with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        return [(json.loads(line), line.strip()) for line in handle if line.strip()]
 
 
 def stack_environment(environment: dict) -> dict:
@@ -36,14 +37,21 @@ def stack_environment(environment: dict) -> dict:
     return {**environment, "spec": spec}
 
 
+@functools.lru_cache(maxsize=4096)
+def _workload(kernel: str, params: str, dtype: str | None, implied: str) -> dict:
+    """workload_definition of parameters given as JSON text: one per workload a batch measures, not per record."""
+    return workload_definition(kernel, json.loads(params), dtype, json.loads(implied))
+
+
 @functools.lru_cache(maxsize=1024)
 def _published_text(text: str) -> Published:
     """A protocol or environment as published, from its JSON: one per batch, not per record."""
     return published(json.loads(text))
 
 
-def controlled_run(record: dict, evidence_file: str) -> tuple[dict, Published, Published, dict]:
-    """(controlled_runs row, protocol and environment as published, workload) of one rerun record."""
+def controlled_run(record: dict, evidence_file: str, line: str | None = None) -> tuple[dict, Published, Published, dict]:
+    """(controlled_runs row, protocol and environment as published, workload) of one rerun record (`line`: its
+    JSON text, if at hand)."""
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise EvidenceError(f"evidence record lacks {', '.join(missing)}")
@@ -51,7 +59,8 @@ def controlled_run(record: dict, evidence_file: str) -> tuple[dict, Published, P
     protocol = _published_text(json.dumps(record["protocol"], sort_keys=True))
     environment = _published_text(json.dumps(stack_environment(record["environment"]), sort_keys=True))
     hardware = environment.obj["spec"]["hardware"]
-    workload = workload_definition(kernel, record["params"], record.get("dtype"), record.get("implied"))
+    workload = _workload(kernel, json.dumps(record["params"], sort_keys=True), record.get("dtype"),
+                         json.dumps(record.get("implied") or {}, sort_keys=True))
     gpu_slug = slugify(" ".join(filter(None, [hardware["product"], hardware.get("formFactor")])))
     observed = datetime.fromisoformat(record["observed_at"].replace("Z", "+00:00")).astimezone(timezone.utc)
     external_id = "/".join([kernel, mode, provider, gpu_slug, workload["workload_slug"], observed.strftime("%Y-%m-%d-%H-%M-%S")])
@@ -76,7 +85,7 @@ def controlled_run(record: dict, evidence_file: str) -> tuple[dict, Published, P
         "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol.digest,
         "workload_digest": workload["workload_digest"], "environment_digest": environment.digest,
         "implementation_digest": published(impl.manifest()).digest, "evidence_file": evidence_file,
-        "record": json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
+        "record": line or json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
         "status_reason": record.get("reason"),
     }
     return row, protocol, environment, workload
@@ -114,9 +123,9 @@ def load_evidence(directory: Path) -> Iterator[EvidenceFile]:
             yield found
             continue
         runs = {}
-        for n, record in enumerate(records, start=1):
+        for n, (record, line) in enumerate(records, start=1):
             try:
-                row, protocol, environment, workload = controlled_run(record, path.name)
+                row, protocol, environment, workload = controlled_run(record, path.name, line)
             except (EvidenceError, KeyError, TypeError, ValueError) as exc:
                 found.refused.append({"source": path.name, "line_number": n,
                                       "reason": f"evidence record refused: {exc}", "raw_line": json.dumps(record)[:2000]})

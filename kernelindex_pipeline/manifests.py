@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from kernelindex_pipeline import catalog
-from kernelindex_pipeline.identity import API_VERSION, Published, published
+from kernelindex_pipeline.identity import API_VERSION, API_VERSION_V1ALPHA2, Published, published
 
 _QUANTILES = (("p20", "p20_value", "source_p20", "20"), ("p80", "p80_value", "source_p80", "80"))
 
@@ -95,15 +95,90 @@ def published_run(run: dict, aliases: dict[str, str]) -> Published:
     return published(run, {spec[key]: aliases[spec[key]] for key in _REFERENCES if spec[key] in aliases})
 
 
+# ECMAScript's Number::toString (RFC 8785's numbers) of a double given as DuckDB writes it, which is
+# Python's repr: shortest digits, an exponent below 1e-4 and from 1e16 ("2.177422004601313e-07", "722.0").
+# ECMAScript writes "722", "0.0000125", "100000000000000000000", and exponents below 1e-6 and from 1e21,
+# without a leading zero ("2.177422004601313e-7").
+ECMASCRIPT_NUMBER_SQL = r"""
+CREATE OR REPLACE TEMP MACRO ecmascript_number(s) AS CASE
+    WHEN NOT contains(s, 'e') THEN regexp_replace(s, '\.0$', '')
+    WHEN CAST(split_part(s, 'e', 2) AS INTEGER) NOT BETWEEN -6 AND 20
+        THEN regexp_replace(s, 'e([+-])0*([0-9])', 'e\1\2')
+    WHEN CAST(split_part(s, 'e', 2) AS INTEGER) < 0
+        THEN (CASE WHEN starts_with(s, '-') THEN '-' ELSE '' END) || '0.'
+            || repeat('0', -1 - CAST(split_part(s, 'e', 2) AS INTEGER))
+            || replace(ltrim(split_part(s, 'e', 1), '-'), '.', '')
+    ELSE (CASE WHEN starts_with(s, '-') THEN '-' ELSE '' END) || rpad(replace(ltrim(split_part(s, 'e', 1), '-'), '.', ''),
+        1 + CAST(split_part(s, 'e', 2) AS INTEGER), '0')
+END
+"""
+
+
+def _spec_sql(number: str, digest: str) -> str:
+    """The RFC 8785 text of a source-native run's spec, from a row of `_manifest_inputs` (keys in order);
+    `number` writes a double given as VARCHAR, `digest` names a referenced digest column."""
+    def metric(q: str) -> str:
+        return f"""'"' || source_unit || '_{q}":' || {number.format(f"CAST(source_p{q} AS VARCHAR)")}"""
+    measurement = """'{{"metric":"' || metric || '","statistic":"{stat}","unit":"' || unit || '","value":' || {column} || '}}'"""
+    primary = """'{{"{name}":{{"median":' || median_value || '}},"primaryStatistic":"median"}}'"""
+    return f"""'{{"environmentDigest":"' || {digest.format("environment_digest")}
+        || '","implementationDigest":"' || {digest.format("implementation_digest")}
+        || '","measurements":[' || concat_ws(',',
+            CASE WHEN p20_value IS NOT NULL THEN {measurement.format(stat="p20", column="p20_value")} END,
+            CASE WHEN p80_value IS NOT NULL THEN {measurement.format(stat="p80", column="p80_value")} END) || ']'
+        || CASE WHEN metric <> 'latency' THEN ',"memory":' || {primary.format(name="peakMemoryBytes")} ELSE '' END
+        || ',"observedAt":"' || observed_at || '","protocolDigest":"' || {digest.format("protocol_digest")}
+        || '","sourceNative":{{"benchmark":' || to_json(kernel || '/' || operation_mode)::VARCHAR
+        || ',"externalId":' || to_json(external_id)::VARCHAR || ',"metrics":{{' || {metric("20")} || ','
+        || {metric("50")} || ',' || {metric("80")} || '}},"source":' || to_json(source)::VARCHAR
+        || '}},"status":' || to_json(status)::VARCHAR
+        || CASE WHEN metric = 'latency' THEN ',"timing":' || {primary.format(name="latencyNs")} ELSE '' END
+        || ',"workloadDigest":"' || {digest.format("workload_digest")} || '"}}'"""
+
+
+# The manifests of the source-native runs in `_manifest_inputs`, written in SQL: each run's RFC 8785 text,
+# and its v1alpha1 text (Python's float repr, the v1alpha1 digests of what it names) to tell whether it is
+# v1alpha2 (as identity.published decides). A row any part of which is missing is left to Python.
+_SPEC = _spec_sql("ecmascript_number({})", "{}")
+_SPEC_V1ALPHA1 = _spec_sql("{}", "coalesce((SELECT v1alpha1 FROM aliases WHERE digest = {0}), {0})")
+SOURCE_MANIFESTS_SQL = f"""
+WITH aliases(digest, v1alpha1) AS ({REFERENCE_ALIASES_SQL}),
+written AS MATERIALIZED (
+    SELECT i.run_id, i.protocol_digest, i.environment_digest, {_SPEC} AS spec, {_SPEC_V1ALPHA1} AS spec_v1alpha1,
+        '"metadata":{{' || CASE WHEN liger_version <> '' THEN '"labels":{{"liger_version":'
+            || to_json(liger_version)::VARCHAR || '}},' ELSE '' END
+            || '"name":' || to_json(name)::VARCHAR || ',"title":' || to_json(title)::VARCHAR || '}}' AS metadata
+    FROM _manifest_inputs i
+    WHERE NOT i.controlled
+), versioned AS MATERIALIZED (
+    SELECT *, CASE WHEN spec = spec_v1alpha1 THEN '{API_VERSION}' ELSE '{API_VERSION_V1ALPHA2}' END AS api
+    FROM written WHERE spec IS NOT NULL AND spec_v1alpha1 IS NOT NULL AND metadata IS NOT NULL
+)
+SELECT run_id,
+    '{{"apiVersion":"' || api || '","kind":"BenchmarkRun",' || metadata || ',"spec":' || spec || '}}' AS run,
+    'sha256:' || sha256('{{"apiVersion":"' || api || '","kind":"BenchmarkRun","spec":' || spec || '}}') AS run_digest,
+    protocol_digest, environment_digest,
+    CASE WHEN api <> '{API_VERSION}' THEN 'sha256:' || sha256('{{"apiVersion":"{API_VERSION}","kind":"BenchmarkRun","spec":'
+        || spec_v1alpha1 || '}}') END AS run_digest_v1alpha1
+FROM versioned
+"""
+
+
 def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
     """The canonical BenchmarkRun of each run in scope, with its digest (and the v1alpha1 one, for a
-    v1alpha2 run) and those of its protocol and environment (`run_manifests`), a page at a time, so memory
-    follows the page, not the history."""
+    v1alpha2 run) and those of its protocol and environment (`run_manifests`): the source-native ones in
+    one SQL statement, the rest (controlled runs) in Python a page at a time, so memory follows the page,
+    not the history."""
     aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
     con.execute(MANIFEST_INPUTS_SQL)
-    [(total,)] = con.execute("SELECT count(*) FROM _manifest_inputs").fetchall()
+    con.execute(ECMASCRIPT_NUMBER_SQL)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _written AS {SOURCE_MANIFESTS_SQL}")
+    yield con.sql("SELECT * FROM _written").to_arrow_table().cast(MANIFEST_SCHEMA)
+    con.execute("CREATE OR REPLACE TEMP TABLE _in_python AS SELECT row_number() OVER (ORDER BY n) AS n, * EXCLUDE (n) "
+                "FROM _manifest_inputs WHERE run_id NOT IN (SELECT run_id FROM _written)")
+    [(total,)] = con.execute("SELECT count(*) FROM _in_python").fetchall()
     for first in range(1, total + 1, page_rows):
-        rows = con.sql("SELECT * FROM _manifest_inputs WHERE n >= $first AND n < $first + $rows ORDER BY n",
+        rows = con.sql("SELECT * FROM _in_python WHERE n >= $first AND n < $first + $rows ORDER BY n",
                        params={"first": first, "rows": page_rows}).to_arrow_table().to_pylist()
         runs = [published_run(run_manifest(row, controlled_spec(row) if row["controlled"] else None), aliases)
                 for row in rows]
@@ -112,4 +187,5 @@ def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
                         "protocol_digest": [r["protocol_digest"] for r in rows],
                         "environment_digest": [r["environment_digest"] for r in rows],
                         "run_digest_v1alpha1": [p.alias for p in runs]}, schema=MANIFEST_SCHEMA)
-    con.execute("DROP TABLE _manifest_inputs")
+    for table in ("_manifest_inputs", "_written", "_in_python"):
+        con.execute(f"DROP TABLE {table}")

@@ -182,6 +182,49 @@ def test_canonical_numbers_and_strings_are_rfc8785():
         canonical_json({"beyond a double": 2**53})
 
 
+def test_sql_numbers_are_ecmascript_numbers():
+    """The SQL macro that writes source figures as RFC 8785 does, against rfc8785, from DuckDB's own text of
+    each double (Python's repr)."""
+    import duckdb
+
+    from kernelindex_pipeline.manifests import ECMASCRIPT_NUMBER_SQL
+
+    rng = random.Random(8785)
+    numbers = [0.15190400183200836, 2.177422004601313e-07, 722.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e15, 1e16, 1e20,
+               1e21, 5e-324, 1.7976931348623157e308, 123456789012345680000.0, 1.25e-5, -3.5e-6, -722.0]
+    numbers += [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(3000)]
+    numbers += [rng.uniform(-1, 1) * 10 ** rng.randint(-25, 25) for _ in range(3000)]
+    numbers += [float(rng.randint(1, 10**6)) * 10 ** rng.randint(-8, 22) for _ in range(3000)]
+    numbers = [n for n in numbers if n == n and abs(n) != float("inf") and n != 0]
+    con = duckdb.connect()
+    con.execute(ECMASCRIPT_NUMBER_SQL)
+    written = con.execute("SELECT list_transform(?::DOUBLE[], lambda x: ecmascript_number(CAST(x AS VARCHAR)))",
+                          [numbers]).fetchone()[0]
+    assert [(n, w) for n, w in zip(numbers, written) if w != rfc8785.dumps(n).decode()] == []
+
+
+def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse):
+    """Source-native manifests are written in SQL: every one, its text, digest and v1alpha1 digest, is what
+    identity.published makes of the BenchmarkRun built in Python."""
+    from kernelindex_pipeline import manifests
+
+    with shipped_warehouse.reader() as con:
+        con.execute("CREATE TEMP TABLE scope_runs AS SELECT run_id FROM runs")
+        aliases = dict(con.execute(manifests.REFERENCE_ALIASES_SQL).fetchall())
+        con.execute(manifests.MANIFEST_INPUTS_SQL)
+        con.execute(manifests.ECMASCRIPT_NUMBER_SQL)
+        written = {r: rest for r, *rest in con.execute(
+            f"SELECT run_id, run, run_digest, run_digest_v1alpha1 FROM ({manifests.SOURCE_MANIFESTS_SQL})").fetchall()}
+        rows = con.sql("SELECT * FROM _manifest_inputs WHERE NOT controlled").to_arrow_table().to_pylist()
+    assert len(written) == len(rows) > 1_000
+    versions = set()
+    for row in rows:
+        made = manifests.published_run(manifests.run_manifest(row), aliases)
+        assert written[row["run_id"]] == [made.text, made.digest, made.alias], row["run_id"]
+        versions.add(made.obj["apiVersion"])
+    assert versions == {API_VERSION, API_VERSION_V1ALPHA2}
+
+
 def test_sql_built_comparison_keys_are_rfc8785_digests(shipped_warehouse):
     """Source-native comparison keys are concatenated in DuckDB SQL: each must be the digest of the RFC 8785
     bytes of its comparison (a group names its environment and workload by their v1alpha1 digests)."""
