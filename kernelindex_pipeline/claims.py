@@ -24,7 +24,8 @@ from kernelindex_pipeline.warehouse import records
 PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
 DEVICE_TIME, REPLICA = PROTOCOLS
 
-# One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not.
+# One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not, and how
+# many samples each side of the batch kept (the samples themselves are read only where they are needed).
 CANDIDATES_SQL = """
 WITH source AS (
     SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id)
@@ -45,7 +46,8 @@ WITH source AS (
 ), batches AS (
     SELECT cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.evidence_file,
         a.run_id AS rerun_a_run_id, b.run_id AS rerun_b_run_id, a.status AS a_status, b.status AS b_status,
-        a.status_reason AS a_reason, b.status_reason AS b_reason, a.samples AS a_samples, b.samples AS b_samples,
+        a.status_reason AS a_reason, b.status_reason AS b_reason, len(a.samples) AS a_sample_count,
+        len(b.samples) AS b_sample_count,
         a.median_value AS rerun_a_median, b.median_value AS rerun_b_median,
         a.gpu || coalesce(' ' || a.form_factor, '') AS rerun_gpu, a.observed_at
     FROM claims cl CROSS JOIN protocols p
@@ -97,8 +99,17 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("evidence_file", pa.string()), ("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string()),
     ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
     ("n_a", pa.int64()), ("n_b", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
-    ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()),
+    ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()), ("spread_a", pa.float64()), ("spread_b", pa.float64()),
 ])
+
+# The bootstrap intervals already computed for rerun pairs: an interval depends only on the two reruns'
+# samples, so a publication that brings no new evidence reuses them rather than resampling again.
+KNOWN_INTERVALS_SQL = """
+SELECT DISTINCT c.rerun_a_run_id, c.rerun_b_run_id, c.rerun_ratio, c.ci_low, c.ci_high, c.n_a, c.n_b,
+    c.spread_a, c.spread_b
+FROM claim_checks c SEMI JOIN _pairs p USING (rerun_a_run_id, rerun_b_run_id)
+WHERE c.ci_low IS NOT NULL AND c.spread_a IS NOT NULL AND c.metric = 'latency'
+"""
 
 
 REPLICA_BUDGET_NOTE = (f"; the source's do_bench budget of {REPLICA_REPETITION_MS} ms allows no more repetitions "
@@ -146,10 +157,23 @@ def _deterministic_interval(row: dict) -> verdicts.RatioInterval:
                                   deterministic=True)
 
 
-def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """The `claim_checks` table: one row per source claim and rerun protocol."""
+def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[tuple[str, str], verdicts.RatioInterval]:
+    """The stored bootstrap intervals of the rerun pairs in `rows`, by (rerun a, rerun b)."""
+    pairs = {(r["rerun_a_run_id"], r["rerun_b_run_id"]) for r in rows if r["rerun_a_run_id"]}
+    con.register("_pairs", pa.table({"rerun_a_run_id": [a for a, _ in pairs], "rerun_b_run_id": [b for _, b in pairs]},
+                                     schema=pa.schema([("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string())])))
+    known = {(a, b): verdicts.RatioInterval(ratio, low, high, n_a, n_b, verdicts.bootstrap_method(), spread_a, spread_b)
+             for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b in con.execute(KNOWN_INTERVALS_SQL).fetchall()}
+    con.unregister("_pairs")
+    return known
+
+
+def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -> pa.Table:
+    """The `claim_checks` table: one row per source claim and rerun protocol. `reuse_intervals` takes the
+    bootstrap interval of a rerun pair from the stored rows where there is one (not when the evidence changed)."""
     protocols = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
     rows = records(con, CANDIDATES_SQL.format(protocols=protocols))
+    known = _known_intervals(con, rows) if reuse_intervals else {}
     latency, out = [], []
     for row in rows:
         row["source_ratio"] = row["source_b_median"] / row["source_a_median"] if row["source_a_median"] else None
@@ -162,7 +186,7 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
             decided = verdicts.verdict(row["source_ratio"], interval)
             row.update(rerun_ratio=interval.ratio, ci_low=interval.low, ci_high=interval.high, n_a=1, n_b=1,
                        verdict=decided.verdict, reason=decided.reason)
-        elif why is None and not (row["a_samples"] and row["b_samples"]):
+        elif why is None and not (row["a_sample_count"] and row["b_sample_count"]):
             why = "the rerun evidence keeps no per-repetition samples", True
         if why is not None:
             row.update(rerun_ratio=None, ci_low=None, ci_high=None, n_a=None, n_b=None,
@@ -170,16 +194,22 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
         elif "verdict" not in row:
             latency.append(row)
         out.append(row)
-    for row, checked in zip(latency, verdicts.check_claims(
-            [{"source_ratio": r["source_ratio"], "a_samples": r["a_samples"], "b_samples": r["b_samples"]}
-             for r in latency])):
-        row.update(rerun_ratio=checked["rerun_ratio"], ci_low=checked["ci_low"], ci_high=checked["ci_high"],
-                   n_a=len(row["a_samples"]), n_b=len(row["b_samples"]), verdict=checked["verdict"],
-                   reason=checked["reason"] + (REPLICA_BUDGET_NOTE if row["protocol"] == REPLICA
-                                               and checked["verdict"] == verdicts.NOT_RECHECKED else ""),
+    fresh = [row for row in latency if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
+    samples = _samples_of(con, {r[side] for r in fresh for side in ("rerun_a_run_id", "rerun_b_run_id")})
+    checked = dict(zip(map(id, fresh), verdicts.check_claims(
+        [{"source_ratio": r["source_ratio"], "a_samples": samples[r["rerun_a_run_id"]],
+          "b_samples": samples[r["rerun_b_run_id"]]} for r in fresh])))
+    for row in latency:
+        interval = known.get((row["rerun_a_run_id"], row["rerun_b_run_id"]))
+        result = _checked(row, interval) if interval else checked[id(row)]
+        row.update(rerun_ratio=result["rerun_ratio"], ci_low=result["ci_low"], ci_high=result["ci_high"],
+                   spread_a=result["spread_a"], spread_b=result["spread_b"],
+                   n_a=row["a_sample_count"], n_b=row["b_sample_count"], verdict=result["verdict"],
+                   reason=result["reason"] + (REPLICA_BUDGET_NOTE if row["protocol"] == REPLICA
+                                              and result["verdict"] == verdicts.NOT_RECHECKED else ""),
                    # Too few repetitions: a device-time rerun today takes at least MIN_REPETITIONS a side and
                    # settles it; the replica's do_bench budget gives a long pass no more on any rerun.
-                   awaiting_rerun=checked["verdict"] == verdicts.NOT_RECHECKED and row["protocol"] != REPLICA)
+                   awaiting_rerun=result["verdict"] == verdicts.NOT_RECHECKED and row["protocol"] != REPLICA)
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
@@ -189,6 +219,22 @@ def claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
                                                 both.get(REPLICA, verdicts.NOT_RECHECKED))
     return pa.Table.from_pylist([{f.name: row.get(f.name) for f in CLAIM_CHECKS_SCHEMA} for row in out],
                                 schema=CLAIM_CHECKS_SCHEMA)
+
+
+def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, list[float]]:
+    """The per-repetition samples of controlled runs, by run id."""
+    con.register("_sampled", pa.table({"run_id": pa.array(sorted(run_ids), pa.string())}))
+    found = dict(con.execute("SELECT run_id, samples FROM controlled_runs SEMI JOIN _sampled USING (run_id)").fetchall())
+    con.unregister("_sampled")
+    return found
+
+
+def _checked(row: dict, interval: verdicts.RatioInterval) -> dict:
+    """What verdicts.check_claims gives for `row`, from an interval already computed."""
+    decided = verdicts.verdict(row["source_ratio"], interval)
+    return {"rerun_ratio": interval.ratio, "ci_low": interval.low, "ci_high": interval.high,
+            "spread_a": interval.spread_a, "spread_b": interval.spread_b,
+            "verdict": decided.verdict, "reason": decided.reason}
 
 
 def claims_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict]:

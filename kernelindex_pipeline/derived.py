@@ -17,7 +17,7 @@ import pyarrow as pa
 from kernelindex_pipeline import catalog, claims, evidence
 from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
-from kernelindex_pipeline.manifests import build_manifests
+from kernelindex_pipeline.manifests import write_manifests
 from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
 
@@ -160,10 +160,7 @@ def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
     """The manifests of the runs in scope (a run's manifest never depends on its withdrawal, so the others
     stand as they are)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _manifests AS SELECT * FROM run_manifests WHERE false")
-    for page in build_manifests(con):
-        con.register("m_page", page)
-        con.execute("INSERT INTO _manifests SELECT * FROM m_page")
-        con.unregister("m_page")
+    write_manifests(con, "_manifests")
     # The run digest covers the whole manifest (the protocol and environment through their digests).
     changed = replace_where(con, "run_manifests", IN_SCOPE, "SELECT * FROM _manifests", key="run_id",
                             compare="run_id, run_digest", materialize=False)
@@ -188,8 +185,9 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
     return added
 
 
-def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
-    """Ranks, reproductions and claim checks of the comparison groups in scope."""
+def update_ranks(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:
+    """Ranks, reproductions and claim checks of the comparison groups in scope; the claims' bootstrap
+    intervals are computed again only where the evidence changed."""
     changed = replace_where(con, "ranks", IN_SCOPE_GROUPS, f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id",
                             key="comparison_key")
     group_runs = f"SELECT run_id FROM runs WHERE {IN_SCOPE_GROUPS}"
@@ -198,7 +196,7 @@ def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
                              f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL", key="source_run_id")
     listed = add_listing_ranks(con)
     changed |= listed > 0
-    con.register("cc_new", claims.claim_checks(con))
+    con.register("cc_new", claims.claim_checks(con, reuse_intervals=not evidence_changed))
     changed |= replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                              key="comparison_key")
     con.unregister("cc_new")

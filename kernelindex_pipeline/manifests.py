@@ -164,28 +164,30 @@ FROM versioned
 """
 
 
-def build_manifests(con, page_rows: int = 5_000) -> Iterator[pa.Table]:
-    """The canonical BenchmarkRun of each run in scope, with its digest (and the v1alpha1 one, for a
-    v1alpha2 run) and those of its protocol and environment (`run_manifests`): the source-native ones in
-    one SQL statement, the rest (controlled runs) in Python a page at a time, so memory follows the page,
-    not the history."""
+def write_manifests(con, into: str, page_rows: int = 5_000) -> None:
+    """Insert into table `into` (empty) the canonical BenchmarkRun of each run in scope, with its digest (and the
+    v1alpha1 one, for a v1alpha2 run) and those of its protocol and environment (`run_manifests`'s
+    columns): the source-native ones in one SQL statement, the rest (controlled runs) in Python a page at a
+    time, so memory follows the page, not the history."""
     aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
     con.execute(MANIFEST_INPUTS_SQL)
     con.execute(ECMASCRIPT_NUMBER_SQL)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _written AS {SOURCE_MANIFESTS_SQL}")
-    yield con.sql("SELECT * FROM _written").to_arrow_table().cast(MANIFEST_SCHEMA)
+    con.execute(f"INSERT INTO {into} BY NAME {SOURCE_MANIFESTS_SQL}")
     con.execute("CREATE OR REPLACE TEMP TABLE _in_python AS SELECT row_number() OVER (ORDER BY n) AS n, * EXCLUDE (n) "
-                "FROM _manifest_inputs WHERE run_id NOT IN (SELECT run_id FROM _written)")
+                f"FROM _manifest_inputs ANTI JOIN {into} USING (run_id)")
     [(total,)] = con.execute("SELECT count(*) FROM _in_python").fetchall()
     for first in range(1, total + 1, page_rows):
         rows = con.sql("SELECT * FROM _in_python WHERE n >= $first AND n < $first + $rows ORDER BY n",
                        params={"first": first, "rows": page_rows}).to_arrow_table().to_pylist()
         runs = [published_run(run_manifest(row, controlled_spec(row) if row["controlled"] else None), aliases)
                 for row in rows]
-        yield pa.table({"run_id": [r["run_id"] for r in rows], "run": [p.text for p in runs],
-                        "run_digest": [p.digest for p in runs],
-                        "protocol_digest": [r["protocol_digest"] for r in rows],
-                        "environment_digest": [r["environment_digest"] for r in rows],
-                        "run_digest_v1alpha1": [p.alias for p in runs]}, schema=MANIFEST_SCHEMA)
-    for table in ("_manifest_inputs", "_written", "_in_python"):
+        page = pa.table({"run_id": [r["run_id"] for r in rows], "run": [p.text for p in runs],
+                         "run_digest": [p.digest for p in runs],
+                         "protocol_digest": [r["protocol_digest"] for r in rows],
+                         "environment_digest": [r["environment_digest"] for r in rows],
+                         "run_digest_v1alpha1": [p.alias for p in runs]}, schema=MANIFEST_SCHEMA)
+        con.register("_page", page)
+        con.execute(f"INSERT INTO {into} BY NAME SELECT * FROM _page")
+        con.unregister("_page")
+    for table in ("_manifest_inputs", "_in_python"):
         con.execute(f"DROP TABLE {table}")

@@ -39,7 +39,7 @@ EVIDENCE_KEY = "evidence"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "kernel-settings-1"
+DERIVED_VERSION = "claim-spreads-1"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 
@@ -133,7 +133,7 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             runs.details["in_scope"] = in_scope
             manifests = update_manifests(con)
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
-            ranks = update_ranks(con)
+            ranks = update_ranks(con, evidence_changed)
         else:
             runs = manifests = ranks = StepResult(0, False)
         return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks)

@@ -49,6 +49,7 @@ VERDICTS = (HELD, REVERSED, INDISTINGUISHABLE, NOT_RECHECKED)
 
 _SIDE_A, _SIDE_B = 0, 1
 _CHUNK_ELEMENTS = 1 << 20
+_CLAIMS_PER_MATRIX = 1024
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,8 @@ def host_bound(device_verdict: str, replica_verdict: str) -> bool:
 
 
 def check_claims(rows: Sequence[dict], thresholds: Thresholds = DEFAULT_THRESHOLDS, seed: int = 0) -> list[dict]:
-    """Each row (`source_ratio`, `a_samples`, `b_samples`) with `rerun_ratio`, `ci_low`, `ci_high`, `verdict`
-    and `reason` added, as plain Python values. Missing, empty or invalid samples give `not re-checked`; an
+    """Each row (`source_ratio`, `a_samples`, `b_samples`) with `rerun_ratio`, `ci_low`, `ci_high`, the
+    samples' relative spreads (`spread_a`, `spread_b`), `verdict` and `reason` added, as plain Python values. Missing, empty or invalid samples give `not re-checked`; an
     invalid source ratio raises ValueError. Each row's result equals ratio_interval + verdict on it alone."""
     problems: dict[int, str] = {}
     pending, a_arrays, b_arrays = [], [], []
@@ -209,6 +210,8 @@ def check_claims(rows: Sequence[dict], thresholds: Thresholds = DEFAULT_THRESHOL
             "rerun_ratio": None if interval is None else interval.ratio,
             "ci_low": None if interval is None else interval.low,
             "ci_high": None if interval is None else interval.high,
+            "spread_a": None if interval is None else interval.spread_a,
+            "spread_b": None if interval is None else interval.spread_b,
             "verdict": decided.verdict,
             "reason": decided.reason,
         })
@@ -282,32 +285,40 @@ def _medians_and_spreads(matrix: np.ndarray, sizes: np.ndarray) -> tuple[np.ndar
 
 def _intervals(a_arrays: Sequence[np.ndarray], b_arrays: Sequence[np.ndarray], thresholds: Thresholds,
                seed: int) -> list[RatioInterval]:
-    """Ratio intervals of validated sample pairs, bootstrapped in chunks of claims."""
+    """Ratio intervals of validated sample pairs, bootstrapped in chunks of claims. Claims of similar
+    sample counts share a padded matrix, _CLAIMS_PER_MATRIX at a time, so memory follows the chunk rather
+    than every claim padded to the largest sample."""
     if not a_arrays:
         return []
     resamples = int(thresholds.bootstrap_resamples)
     tail = (1 - thresholds.confidence) / 2
-    a_matrix, n_a = _sorted_matrix(a_arrays)
-    b_matrix, n_b = _sorted_matrix(b_arrays)
-    a_median, a_spread = _medians_and_spreads(a_matrix, n_a)
-    b_median, b_spread = _medians_and_spreads(b_matrix, n_b)
-    ratio = b_median / a_median
-
-    low = np.full(len(ratio), np.nan)
-    high = np.full(len(ratio), np.nan)
-    boot = np.flatnonzero((n_a >= 2) & (n_b >= 2))
-    if boot.size:
+    n_a = np.fromiter((len(x) for x in a_arrays), dtype=np.intp, count=len(a_arrays))
+    n_b = np.fromiter((len(x) for x in b_arrays), dtype=np.intp, count=len(b_arrays))
+    ratio, a_spread, b_spread = (np.empty(len(n_a)) for _ in range(3))
+    low = np.full(len(n_a), np.nan)
+    high = np.full(len(n_a), np.nan)
+    boot = (n_a >= 2) & (n_b >= 2)
+    if boot.any():  # draws depend only on a sample's size, so chunking leaves every interval as it is
         a_lo, a_hi = _index_tables(n_a[boot], _SIDE_A, resamples, seed)
         b_lo, b_hi = _index_tables(n_b[boot], _SIDE_B, resamples, seed)
-        step = max(1, _CHUNK_ELEMENTS // resamples)
-        for start in range(0, boot.size, step):
-            rows = boot[start:start + step]
-            a_star = _resampled_medians(a_matrix[rows], a_lo[n_a[rows]], a_hi[n_a[rows]])
-            b_star = _resampled_medians(b_matrix[rows], b_lo[n_b[rows]], b_hi[n_b[rows]])
-            low[rows], high[rows] = np.quantile(b_star / a_star, [tail, 1 - tail], axis=1)
+    step = max(1, _CHUNK_ELEMENTS // resamples)
+    order = np.argsort(np.maximum(n_a, n_b), kind="stable")
+    for first in range(0, len(order), _CLAIMS_PER_MATRIX):
+        claims = order[first:first + _CLAIMS_PER_MATRIX]
+        a_matrix, _ = _sorted_matrix([a_arrays[i] for i in claims])
+        b_matrix, _ = _sorted_matrix([b_arrays[i] for i in claims])
+        a_median, a_spread[claims] = _medians_and_spreads(a_matrix, n_a[claims])
+        b_median, b_spread[claims] = _medians_and_spreads(b_matrix, n_b[claims])
+        ratio[claims] = b_median / a_median
+        rows = np.flatnonzero(boot[claims])  # positions in this chunk's matrices
+        for start in range(0, rows.size, step):
+            part = rows[start:start + step]
+            sa, sb = n_a[claims[part]], n_b[claims[part]]
+            a_star = _resampled_medians(a_matrix[part], a_lo[sa], a_hi[sa])
+            b_star = _resampled_medians(b_matrix[part], b_lo[sb], b_hi[sb])
+            low[claims[part]], high[claims[part]] = np.quantile(b_star / a_star, [tail, 1 - tail], axis=1)
 
-    method = (f"percentile bootstrap of median(b)/median(a): {resamples} resamples, "
-              f"{thresholds.confidence:.0%} interval, seed {seed}")
+    method = bootstrap_method(thresholds, seed)
     out = []
     for i in range(len(ratio)):
         bootstrapped = n_a[i] >= 2 and n_b[i] >= 2
@@ -324,6 +335,12 @@ def _intervals(a_arrays: Sequence[np.ndarray], b_arrays: Sequence[np.ndarray], t
             spread_a=float(a_spread[i]), spread_b=float(b_spread[i]),
         ))
     return out
+
+
+def bootstrap_method(thresholds: Thresholds = DEFAULT_THRESHOLDS, seed: int = 0) -> str:
+    """How a bootstrapped interval was drawn, as RatioInterval.method says it."""
+    return (f"percentile bootstrap of median(b)/median(a): {int(thresholds.bootstrap_resamples)} resamples, "
+            f"{thresholds.confidence:.0%} interval, seed {seed}")
 
 
 def _resampled_medians(matrix: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
