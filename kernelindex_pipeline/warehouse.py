@@ -58,7 +58,7 @@ STORAGE_VERSION = "v1.4.0"
 GENERATIONS_KEPT = 2
 # DuckDB's memory in the pipeline's own connections: the next generation's while it is built (beyond it,
 # it spills to disk) and the reads that describe and check it afterwards.
-PIPELINE_MEMORY = "448MB"
+PIPELINE_MEMORY = "384MB"
 # Compact the next generation (rewrite it table by table) once this share of its blocks is free.
 COMPACT_FREE_SHARE = 0.25
 
