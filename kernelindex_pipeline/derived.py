@@ -7,7 +7,7 @@ that differ (`replace_where`), so a nightly costs what its revision adds, not th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +82,7 @@ FROM snapshots WHERE state = '{UNLISTED}'
 
 
 IN_SCOPE = "run_id IN (SELECT run_id FROM scope_runs)"
+SCOPE_SLICE_RUNS = 200_000
 IN_SCOPE_GROUPS = "comparison_key IN (SELECT comparison_key FROM scope_groups)"
 # The quarantine rows a publication recomputes: its revisions' lines and conflicts, the evidence files'
 # refusals and the attestation files' (appended again by `load_attestation_files`).
@@ -89,10 +90,31 @@ QUARANTINE_IN_SCOPE = ("revision_key IN (SELECT revision_key FROM scope_revision
                        "OR revision_key LIKE 'evidence/%' OR revision_key LIKE 'attestations/%'")
 
 
+def _scope_in_slices(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Narrow `scope_runs` to one slice of at most SCOPE_SLICE_RUNS runs per iteration, then restore it: a
+    backfill of a long history is built a slice at a time, so DuckDB's working memory follows the slice."""
+    [(total,)] = con.execute("SELECT count(*) FROM scope_runs").fetchall()
+    slices = -(-total // SCOPE_SLICE_RUNS)
+    if slices <= 1:
+        yield
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE _scope_all AS SELECT * FROM scope_runs")
+    for part in range(slices):
+        con.execute("DELETE FROM scope_runs")
+        con.execute("INSERT INTO scope_runs SELECT * FROM _scope_all WHERE hash(run_id) % $slices = $part",
+                    {"slices": slices, "part": part})
+        yield
+    con.execute("DELETE FROM scope_runs")
+    con.execute("INSERT INTO scope_runs SELECT * FROM _scope_all")
+    con.execute("DROP TABLE _scope_all")
+
+
 def update_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
     """The `runs` rows in scope from their observations and controlled runs; the `quarantine` rows of the
     revisions in scope and of the evidence files."""
-    changed = replace_where(con, "runs", IN_SCOPE, f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id", key="run_id")
+    changed = False
+    for _ in _scope_in_slices(con):
+        changed |= replace_where(con, "runs", IN_SCOPE, f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id", key="run_id")
     con.execute(f"INSERT INTO scope_groups SELECT DISTINCT comparison_key FROM runs WHERE {IN_SCOPE} "
                 "EXCEPT SELECT comparison_key FROM scope_groups")
     conflicts = con.sql(CONFLICTS_SQL).to_arrow_table()

@@ -139,6 +139,7 @@ def _spec_sql(number: str, digest: str) -> str:
 # The manifests of the source-native runs in `_manifest_inputs`, written in SQL: each run's RFC 8785 text,
 # and its v1alpha1 text (Python's float repr, the v1alpha1 digests of what it names) to tell whether it is
 # v1alpha2 (as identity.published decides). A row any part of which is missing is left to Python.
+SQL_PAGE_ROWS = 50_000
 _SPEC = _spec_sql("ecmascript_number({})", "{}")
 _SPEC_V1ALPHA1 = _spec_sql("{}", "coalesce((SELECT v1alpha1 FROM aliases WHERE digest = {0}), {0})")
 SOURCE_MANIFESTS_SQL = f"""
@@ -149,7 +150,7 @@ written AS MATERIALIZED (
             || to_json(liger_version)::VARCHAR || '}},' ELSE '' END
             || '"name":' || to_json(name)::VARCHAR || ',"title":' || to_json(title)::VARCHAR || '}}' AS metadata
     FROM _manifest_inputs i
-    WHERE NOT i.controlled
+    WHERE NOT i.controlled AND i.n BETWEEN $first AND $last
 ), versioned AS MATERIALIZED (
     SELECT *, CASE WHEN spec = spec_v1alpha1 THEN '{API_VERSION}' ELSE '{API_VERSION_V1ALPHA2}' END AS api
     FROM written WHERE spec IS NOT NULL AND spec_v1alpha1 IS NOT NULL AND metadata IS NOT NULL
@@ -172,7 +173,9 @@ def write_manifests(con, into: str, page_rows: int = 5_000) -> None:
     aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
     con.execute(MANIFEST_INPUTS_SQL)
     con.execute(ECMASCRIPT_NUMBER_SQL)
-    con.execute(f"INSERT INTO {into} BY NAME {SOURCE_MANIFESTS_SQL}")
+    [(last,)] = con.execute("SELECT coalesce(max(n), 0) FROM _manifest_inputs").fetchall()
+    for first in range(1, last + 1, SQL_PAGE_ROWS):  # a page per statement: its text is held whole while written
+        con.execute(f"INSERT INTO {into} BY NAME {SOURCE_MANIFESTS_SQL}", {"first": first, "last": first + SQL_PAGE_ROWS - 1})
     con.execute("CREATE OR REPLACE TEMP TABLE _in_python AS SELECT row_number() OVER (ORDER BY n) AS n, * EXCLUDE (n) "
                 f"FROM _manifest_inputs ANTI JOIN {into} USING (run_id)")
     [(total,)] = con.execute("SELECT count(*) FROM _in_python").fetchall()

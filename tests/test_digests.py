@@ -214,7 +214,8 @@ def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse
         con.execute(manifests.MANIFEST_INPUTS_SQL)
         con.execute(manifests.ECMASCRIPT_NUMBER_SQL)
         written = {r: rest for r, *rest in con.execute(
-            f"SELECT run_id, run, run_digest, run_digest_v1alpha1 FROM ({manifests.SOURCE_MANIFESTS_SQL})").fetchall()}
+            f"SELECT run_id, run, run_digest, run_digest_v1alpha1 FROM ({manifests.SOURCE_MANIFESTS_SQL})",
+            {"first": 1, "last": 10**9}).fetchall()}
         rows = con.sql("SELECT * FROM _manifest_inputs WHERE NOT controlled").to_arrow_table().to_pylist()
     assert len(written) == len(rows) > 1_000
     versions = set()
