@@ -59,8 +59,9 @@ GENERATIONS_KEPT = 2
 # DuckDB's memory in the pipeline's own connections: the next generation's while it is built (beyond it,
 # it spills to disk) and the reads that describe and check it afterwards.
 PIPELINE_MEMORY = "384MB"
-# Compact the next generation (rewrite it table by table) once this share of its blocks is free.
-COMPACT_FREE_SHARE = 0.25
+# Compact the next generation (rewrite it table by table) once this share of its blocks is free: the file
+# then stays within about this share of a fresh build's size.
+COMPACT_FREE_SHARE = 0.08
 
 # A read-only session that reaches nothing but the warehouse: no files, no network, no extensions, and
 # no way to switch any of that back on.
