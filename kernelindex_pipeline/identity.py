@@ -143,10 +143,12 @@ def _utf16(key: str) -> bytes:
     return key.encode("utf-16-be")
 
 
-@functools.lru_cache(maxsize=64)
-def _prefix(members: tuple[tuple[str, str], ...]) -> str:
-    """'{' and the canonical text of string members (an object's apiVersion and kind: a handful of them)."""
+def _prefix(members: tuple[tuple[str, object], ...]) -> str:
+    """'{' and the canonical text of the members that sort before `metadata`."""
     return "{" + ",".join(f"{canonical_json(key)}:{canonical_json(value)}" for key, value in members)
+
+
+_string_prefix = functools.lru_cache(maxsize=64)(_prefix)  # an object's apiVersion and kind: a handful of them
 
 
 def _with_metadata(obj: dict, text: str) -> str:
@@ -156,10 +158,7 @@ def _with_metadata(obj: dict, text: str) -> str:
         return text
     before = sorted((key for key in obj if _utf16(key) < _utf16("metadata")), key=_utf16)
     members = tuple((key, obj[key]) for key in before)
-    if all(isinstance(value, str) for _, value in members):
-        prefix = _prefix(members)
-    else:
-        prefix = "{" + ",".join(f"{canonical_json(key)}:{canonical_json(value)}" for key, value in members)
+    prefix = (_string_prefix if all(isinstance(value, str) for _, value in members) else _prefix)(members)
     if not text.startswith(prefix):
         return canonical_json(obj)
     member = '"metadata":' + canonical_json(obj["metadata"])

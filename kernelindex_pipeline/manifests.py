@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -168,8 +167,8 @@ FROM versioned
 def write_manifests(con, into: str, page_rows: int = 5_000) -> None:
     """Insert into table `into` (empty) the canonical BenchmarkRun of each run in scope, with its digest (and the
     v1alpha1 one, for a v1alpha2 run) and those of its protocol and environment (`run_manifests`'s
-    columns): the source-native ones in one SQL statement, the rest (controlled runs) in Python a page at a
-    time, so memory follows the page, not the history."""
+    columns): the source-native ones in SQL, SQL_PAGE_ROWS a statement, the rest (controlled runs) in Python
+    a page at a time, so memory follows the page, not the history."""
     aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
     con.execute(MANIFEST_INPUTS_SQL)
     con.execute(ECMASCRIPT_NUMBER_SQL)

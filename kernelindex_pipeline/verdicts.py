@@ -182,8 +182,8 @@ def host_bound(device_verdict: str, replica_verdict: str) -> bool:
 
 def check_claims(rows: Sequence[dict], thresholds: Thresholds = DEFAULT_THRESHOLDS, seed: int = 0) -> list[dict]:
     """Each row (`source_ratio`, `a_samples`, `b_samples`) with `rerun_ratio`, `ci_low`, `ci_high`, the
-    samples' relative spreads (`spread_a`, `spread_b`), `verdict` and `reason` added, as plain Python values. Missing, empty or invalid samples give `not re-checked`; an
-    invalid source ratio raises ValueError. Each row's result equals ratio_interval + verdict on it alone."""
+    samples' relative spreads (`spread_a`, `spread_b`), `verdict` and `reason` added, as plain Python values.
+    Missing, empty or invalid samples give `not re-checked`; an invalid source ratio raises ValueError. Each row's result equals ratio_interval + verdict on it alone."""
     problems: dict[int, str] = {}
     pending, a_arrays, b_arrays = [], [], []
     for i, row in enumerate(rows):

@@ -30,24 +30,24 @@ class _FromEnvironment(dg.ConfigurableResource):
     ENVIRONMENT: ClassVar[dict[str, str]] = {}  # field -> the environment variable that configures it
 
     @classmethod
-    def _set_variables(cls, given: dict) -> dict[str, str]:
-        """field -> variable, for each field in `ENVIRONMENT` not given whose variable is set."""
-        return {field: variable for field, variable in cls.ENVIRONMENT.items()
-                if field not in given and os.environ.get(variable)}
+    def _bound(cls, given: dict, bind):
+        """This resource with the non-empty `given` fields, and `bind(variable)` for each other field in
+        `ENVIRONMENT` whose variable is set."""
+        given = {field: value for field, value in given.items() if value}
+        bound = {field: bind(variable) for field, variable in cls.ENVIRONMENT.items()
+                 if field not in given and os.environ.get(variable)}
+        return cls(**bound, **given)
 
     @classmethod
     def from_environment(cls, **given):
-        """This resource with the non-empty `given` fields, and each other field in `ENVIRONMENT` whose
-        variable is set bound to it as `dg.EnvVar`."""
-        given = {field: value for field, value in given.items() if value}
-        return cls(**{field: dg.EnvVar(variable) for field, variable in cls._set_variables(given).items()}, **given)
+        """Each set variable bound to its field as `dg.EnvVar`, which a run resolves when it starts."""
+        return cls._bound(given, dg.EnvVar)
 
     @classmethod
     def resolved(cls, **given):
         """`from_environment` with its variables read now, for use outside a Dagster run (the CLI): the
         values a run would resolve, without starting Dagster's instance to resolve them."""
-        given = {field: value for field, value in given.items() if value}
-        return cls(**{field: os.environ[variable] for field, variable in cls._set_variables(given).items()}, **given)
+        return cls._bound(given, os.environ.__getitem__)
 
 
 class WarehouseResource(_FromEnvironment):
