@@ -1,4 +1,5 @@
-"""Ingestion benchmarks: `python -m kernelindex_pipeline.bench [--history N] [--nightlies K] [--rows R] [--json FILE]`.
+"""Ingestion benchmarks: `python -m kernelindex_pipeline.bench [--history N] [--nightlies K] [--rows R] [--export]
+[--json FILE]`.
 
 Over both shipped sources (Liger's main-branch files and its gh-pages runs), with `--history N` their whole
 history repeated N times (each copy later in time, under new commits and run ids):
@@ -7,7 +8,8 @@ history repeated N times (each copy later in time, under new commits and run ids
 (c) K nightlies, each finding one new revision (the newest main-branch file again, moved later in time);
 (d) the DuckDB file after the nightlies against a fresh build of the same revisions;
 (e) normalization throughput on a synthetic CSV of R rows built from real rows;
-and the peak RSS of each process.
+(f) with `--export`, `kernelindex export --format html` of the fresh build, and again over its own output;
+and the peak RSS of each command (its processes together).
 """
 
 from __future__ import annotations
@@ -117,19 +119,43 @@ def add_nightly_revision(main: Path, n: int, copies: int) -> None:
     _write_index(main, rows)
 
 
+def _tree_rss_kib(pid: int) -> int:
+    """The summed RSS of a process and its descendants now (Linux /proc)."""
+    total, pending = 0, [pid]
+    while pending:
+        pid = pending.pop()
+        try:
+            total += int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{pid}/status").read_text()).group(1))
+            for task in os.listdir(f"/proc/{pid}/task"):
+                pending += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError, AttributeError):
+            pass  # it ended meanwhile
+    return total
+
+
 def _cli(home: Path, sources: list[Path], *args: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one `kernelindex` command in a fresh process."""
+    """(wall seconds, peak RSS MiB) of one `kernelindex` command in a fresh process. The peak is the larger
+    of the process's own and its process tree's summed RSS, sampled every 20 ms (an export renders in
+    worker processes)."""
     env = {**os.environ, "KERNELINDEX_HOME": str(home), "KERNELINDEX_SOURCES": ",".join(map(str, sources))}
     env.pop("DAGSTER_HOME", None)
     code = ("import resource, sys; from kernelindex_pipeline.cli import main; rc = main(sys.argv[1:]); "
             "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"kernelindex {' '.join(args)} failed: {done.stderr.strip()}")
-    rss_kib = int(re.search(r"RSS (\d+)", done.stderr).group(1))
-    return seconds, rss_kib / 1024
+    with tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.DEVNULL,
+                                   stderr=err, text=True)
+        tree_kib = 0
+        while process.poll() is None:
+            tree_kib = max(tree_kib, _tree_rss_kib(process.pid))
+            time.sleep(0.02)
+        seconds = time.perf_counter() - started
+        err.seek(0)
+        stderr = err.read()
+    if process.returncode != 0:
+        raise SystemExit(f"kernelindex {' '.join(args)} failed: {stderr.strip()}")
+    own_kib = int(re.search(r"RSS (\d+)", stderr).group(1))
+    return seconds, max(own_kib, tree_kib) / 1024
 
 
 def _db_bytes(home: Path) -> int:
@@ -141,7 +167,7 @@ def _runs(home: Path) -> int:
         return con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
 
 
-def measure_history(copies: int, nightlies: int) -> dict:
+def measure_history(copies: int, nightlies: int, export: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         sources = synthetic_history(Path(tmp) / "sources", copies)
         home = Path(tmp) / "home"
@@ -160,6 +186,13 @@ def measure_history(copies: int, nightlies: int) -> dict:
         fresh = Path(tmp) / "fresh"
         _cli(fresh, sources, "ingest")
         results["db_fresh_mb"] = _db_bytes(fresh) / 2**20
+        if export:
+            site = Path(tmp) / "site"
+            results["export_s"], results["export_rss_mb"] = _cli(fresh, sources, "export", "--format", "html", str(site))
+            results["export_files"] = sum(len(files) for _, _, files in os.walk(site))
+            results["export_mb"] = sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 2**20
+            results["reexport_s"], results["reexport_rss_mb"] = _cli(fresh, sources, "export", "--format", "html",
+                                                                     str(site))
     return results
 
 
@@ -200,6 +233,10 @@ def report(results: dict) -> str:
     ratio = results["db_after_nightlies_mb"] / results["db_fresh_mb"]
     lines.append(f"(d) DuckDB file after {len(results['nightly_s'])} nightlies   : {results['db_after_nightlies_mb']:.1f} MiB, "
                  f"a fresh build {results['db_fresh_mb']:.1f} MiB ({ratio:.2f}x)")
+    if "export_s" in results:
+        lines.append(f"(f) export --format html             : {results['export_s']:7.2f} s   peak RSS "
+                     f"{results['export_rss_mb']:.0f} MiB, {results['export_files']:,} files, "
+                     f"{results['export_mb']:,.0f} MiB; again, nothing changed: {results['reexport_s']:.2f} s")
     if "rows_per_s" in results:
         lines.append(f"(e) normalization, {results['rows']:,} rows: {results['rows_per_s']:,.0f} rows/s "
                      f"(median of 3), peak RSS {results['normalize_rss_mb']:.0f} MiB")
@@ -211,13 +248,15 @@ def main(argv=None) -> int:
     parser.add_argument("--history", type=int, default=1, help="copies of the shipped history (default 1)")
     parser.add_argument("--nightlies", type=int, default=5)
     parser.add_argument("--rows", type=int, default=0, help="also time normalization of a synthetic CSV this long")
+    parser.add_argument("--export", action="store_true", help="also time `kernelindex export --format html` of "
+                        "the fresh build, into a new folder and again over it")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--normalize-only", type=Path, metavar="CSV", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.normalize_only:
         print(json.dumps(normalize_file(args.normalize_only)))
         return 0
-    results = measure_history(args.history, args.nightlies)
+    results = measure_history(args.history, args.nightlies, args.export)
     if args.rows:
         results.update(measure_normalization(args.rows))
     print(report(results))

@@ -198,7 +198,7 @@ def chart_svg(runs: list[dict]) -> str:
     for i, (r, p20, p80) in enumerate(zip(runs, lows, highs)):
         y = 4 + CHART_ROW * i + CHART_ROW / 2
         med = r["median_value"]
-        colour = LIGER_ORANGE if r.get("is_liger") else BASELINE_BLUE
+        colour = LIGER_ORANGE if r["project"] == "Liger-Kernel" else BASELINE_BLUE
         parts.append(f"<text x=\"{CHART_LABEL - 8}\" y=\"{y + 4:.1f}\" text-anchor=\"end\" font-size=\"13\">"
                      f"#{r['rank']} {_e(r['implementation'])}</text>")
         parts.append(f"<rect class=\"spread\" x=\"{x(p20):.1f}\" y=\"{y - 7:.1f}\" "

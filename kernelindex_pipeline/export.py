@@ -17,11 +17,15 @@ HTML layout (DIR): the JSON layout, plus
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
+import functools
 import json
+import multiprocessing
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kernelindex_pipeline.charts import chart_svg, kernel_charts
@@ -54,17 +58,13 @@ LEFT JOIN implementations i USING (implementation_digest)
 LEFT JOIN ranks k USING (run_id)
 {publications}
 {listing_ranks}
-{only}
-ORDER BY r.run_id
+{where}
+ORDER BY {order}
 """
 
 
 def _has_table(con, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0])
-
-
-def claim_checks_by_run(con) -> list[dict]:
-    return records(con, "SELECT * FROM claim_checks ORDER BY protocol, a_provider, b_provider")
 
 
 def group_slug(comparison_key: str) -> str:
@@ -112,11 +112,11 @@ def claim_checks_section(checks: list[dict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
-def run_records(con, run_ids: list[str] | None = None) -> list[dict]:
-    """What the record pages show of each run (of `run_ids`, else of all), by run id."""
+def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
+    """The query of what the record pages show of each run, `where` (a clause on ``r``, the runs) ordered by `order`."""
     # A home last written before these tables existed has them from its next ingest on.
     stamped, listed = _has_table(con, "publications"), _has_table(con, "listing_ranks")
-    sql = EXPORT_SQL.format(
+    return EXPORT_SQL.format(
         published_at="p.published_at" if stamped else "NULL",
         publications="LEFT JOIN publications p USING (run_id)" if stamped else "",
         listing_rank=("lr.rank AS listing_rank, lr.group_size AS listing_group_size, "
@@ -124,8 +124,35 @@ def run_records(con, run_ids: list[str] | None = None) -> list[dict]:
                       "NULL AS listing_rank, NULL AS listing_group_size, NULL AS listing_leader_run_id, "
                       "NULL AS listed_at"),
         listing_ranks="LEFT JOIN listing_ranks lr USING (run_id)" if listed else "",
-        only="" if run_ids is None else "WHERE list_contains(?, r.run_id)")
-    return records(con, sql, None if run_ids is None else [run_ids])
+        where=where, order=order)
+
+
+def run_records(con, run_ids: list[str]) -> list[dict]:
+    """What the record pages show of each of `run_ids`, by run id."""
+    return records(con, run_records_sql(con, "WHERE list_contains(?, r.run_id)"), [run_ids])
+
+
+def _pretty_manifest(manifest: dict) -> str:
+    """The manifest's run, protocol and environment as ``json.dumps(..., indent=2)`` writes them, HTML-escaped,
+    built member by member so that a protocol or environment, shared by thousands of runs, is indented once."""
+    members = []
+    for name in ("run", "protocol", "environment"):
+        if name in manifest:
+            text = (_indented(manifest[name]) if name == "run"
+                    else _indented_shared(json.dumps(manifest[name], ensure_ascii=False)))
+            members.append(f"  &quot;{name}&quot;: {text}")
+    return "{\n" + ",\n".join(members) + "\n}" if members else "{}"
+
+
+def _indented(value) -> str:
+    # JSON text holds no raw newline but the ones indent=2 puts between members, so nesting a value one
+    # level deeper is indenting each of its lines two more spaces.
+    return _e(json.dumps(value, indent=2, ensure_ascii=False)).replace("\n", "\n  ")
+
+
+@functools.lru_cache(maxsize=1024)
+def _indented_shared(compact: str) -> str:
+    return _indented(json.loads(compact))
 
 
 def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], checks: list[dict] = (),
@@ -233,10 +260,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
     sections.append(claim_checks_section(list(checks)))
     sections.append(replications_section(site, run, attestations, quantity))
-    ordered = {k: manifest[k] for k in ("run", "protocol", "environment") if k in manifest}
-    pretty = json.dumps(ordered, indent=2, ensure_ascii=False)
     sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
-                    f"<pre>{_e(pretty)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
+                    f"<pre>{_pretty_manifest(manifest)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
                     "(canonical JSON; the run digest is the sha256 of its <code>run</code> object)</p></section>")
     sections.append(cite_section(site, run, source_title, observed))
     published = f"{run['published_at']:%Y-%m-%d}" if run.get("published_at") else "not yet"
@@ -359,43 +384,178 @@ figure.chart { margin: 0; min-width: 0; } figcaption { font-size: 14px; }
 
 # -- export ----------------------------------------------------------------------------------------
 
+# Runs are exported in shards of their comparison groups, each rendered in a worker process (one per CPU, up
+# to EXPORT_WORKERS_MAX): an export's time divides by the CPUs. A shard holds about SHARD_RUNS runs, read in
+# one sorted query within SHARD_MEMORY, so a worker's memory follows a shard, not the warehouse. Small
+# warehouses stay in one process, which starts sooner than a pool.
+EXPORT_WORKERS_MAX = 4
+SHARD_RUNS = 6_000
+SHARD_MEMORY = "128MB"
+PARALLEL_FROM_RUNS = 20_000
+FETCH_ROWS = 1_000
+
+# The leader's fields the index and kernel pages show.
+SUMMARY_FIELDS = ("kernel", "gpu", "operation_mode", "metric", "workload_slug", "implementation",
+                  "median_value", "unit")
+
+INDEX_SQL = """
+SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.metric, r.gpu, r.workload_slug,
+    r.observed_at, r.evidence_level, r.comparison_key, k.rank, k.group_size, r.withdrawn_upstream, m.run_digest
+FROM runs r JOIN manifests m USING (run_id) LEFT JOIN ranks k USING (run_id)
+ORDER BY r.run_id
+"""
+
+
 class _Writer:
     """Writes an export's files, leaving a file whose bytes would not change untouched (so a re-export
-    rewrites only what changed, and a synced site uploads only that), and removes, from the folders the
-    export owns, the pages and manifests it no longer produces."""
+    rewrites only what changed, and a synced site uploads only that); each file appears whole (written
+    beside it, then renamed)."""
 
-    OWNED = ("runs", "groups", "kernels")
-
-    def __init__(self, directory: Path):
+    def __init__(self, directory: str):
         self.directory = directory
-        self.produced: set[Path] = set()
+        self.produced: list[str] = []
         self.rewritten = 0
         self.unchanged = 0
+        self._folders: set[str] = set()
 
-    def __call__(self, path: Path, text: str) -> None:
+    def __call__(self, relative: str, text: str) -> None:
         data = text.encode("utf-8")
-        self.produced.add(path)
+        path = os.path.join(self.directory, relative)
+        self.produced.append(relative)
         try:
-            if path.stat().st_size == len(data) and path.read_bytes() == data:
-                self.unchanged += 1
-                return
+            if os.stat(path).st_size == len(data):
+                with open(path, "rb") as existing:
+                    if existing.read() == data:
+                        self.unchanged += 1
+                        return
         except FileNotFoundError:
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
+        folder = os.path.dirname(path)
+        if folder not in self._folders:
+            os.makedirs(folder, exist_ok=True)
+            self._folders.add(folder)
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
         os.replace(tmp, path)
         self.rewritten += 1
 
-    def prune(self) -> int:
-        stale = [p for folder in self.OWNED for p in (self.directory / folder).glob("*")
-                 if p.suffix in (".html", ".json") and p.is_file() and p not in self.produced]
-        for path in stale:
-            path.unlink()
-        return len(stale)
 
-    def summary(self) -> str:
-        return f"{self.rewritten} files written, {self.unchanged} unchanged"
+def _prune(directory: Path, produced: set[str], fmt: str) -> int:
+    """Remove, from the folders the export owns, the pages and manifests it no longer produces (a JSON
+    export owns the manifests only)."""
+    removed = 0
+    suffixes = (".html", ".json") if fmt == "html" else (".json",)
+    for folder in ("runs", "groups", "kernels") if fmt == "html" else ("runs",):
+        if not (directory / folder).is_dir():
+            continue
+        for entry in os.scandir(directory / folder):
+            name = f"{folder}/{entry.name}"
+            if entry.name.endswith(suffixes) and entry.is_file() and name not in produced:
+                os.unlink(entry.path)
+                removed += 1
+    return removed
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shard:
+    """One worker's share of an export: the comparison groups whose key hashes to ``index`` of ``count``."""
+
+    home: str
+    generation: str
+    index: int
+    count: int
+    fmt: str
+    directory: str
+    site: Site
+
+
+def _shard_records(con, shard: _Shard, sql: str) -> list[dict]:
+    return records(con, sql.format(shard=f"hash(comparison_key) % {shard.count} = {shard.index}"))
+
+
+def _groups_of(con, shard: _Shard) -> Iterator[list[dict]]:
+    """The shard's runs, a comparison group at a time, read FETCH_ROWS at a time."""
+    cursor = con.execute(run_records_sql(
+        con, f"WHERE hash(r.comparison_key) % {shard.count} = {shard.index}", "r.comparison_key, r.run_id"))
+    names = [d[0] for d in cursor.description]
+    group: list[dict] = []
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for row in rows:
+            run = dict(zip(names, row))
+            if group and group[0]["comparison_key"] != run["comparison_key"]:
+                yield group
+                group = []
+            group.append(run)
+    if group:
+        yield group
+
+
+def _export_shard(shard: _Shard) -> dict:
+    """Write the shard's manifests and (html) its record and group pages; returns what the index, the
+    kernel pages and the prune need."""
+    write = _Writer(shard.directory)
+    summaries, providers, runs = [], {}, 0
+    with Warehouse(shard.home).reader(generation=Path(shard.generation)) as con:
+        con.execute(f"SET memory_limit = '{SHARD_MEMORY}'; SET threads = 1; SET enable_progress_bar = false")
+        in_shard = "IN (SELECT run_id FROM runs WHERE {shard})"
+        checks_by_run: dict[str, list[dict]] = defaultdict(list)
+        for check in _shard_records(con, shard, f"SELECT * FROM claim_checks WHERE a_run_id {in_shard} OR b_run_id "
+                                    f"{in_shard} ORDER BY protocol, a_provider, b_provider"):
+            checks_by_run[check["a_run_id"]].append(check)
+            checks_by_run[check["b_run_id"]].append(check)
+        attestations_by_run: dict[str, list[dict]] = defaultdict(list)
+        if shard.fmt == "html" and _has_table(con, "attestations"):
+            for attestation in _shard_records(con, shard, f"SELECT * FROM attestations WHERE run_id {in_shard}"):
+                attestations_by_run[attestation["run_id"]].append(attestation)
+        for members in _groups_of(con, shard):
+            runs += len(members)
+            for run in members:
+                write(f"runs/{run['run_id']}.json", run["manifest"])
+            if shard.fmt != "html":
+                continue
+            key = members[0]["comparison_key"]
+            ranked = sorted((r for r in members if r["rank"] is not None),
+                            key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
+            leader = ranked[0] if ranked else None
+            if ranked:  # a group without a ranked run has no page: its runs' pages say why they are not ranked
+                slug = group_slug(key)
+                others = sorted((r for r in members if r["rank"] is None), key=lambda r: r["observed_at"],
+                                reverse=True)
+                workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
+                                            members[0]["workload_slug"])
+                write(f"groups/{slug}.html", group_page(key, ranked, others, workload))
+                summaries.append((slug, {f: leader[f] for f in SUMMARY_FIELDS}, len(ranked)))
+                providers[slug] = sorted({r["provider"] for r in ranked})
+            with_page = {group_slug(key)} if ranked else set()
+            by_id = {r["run_id"]: r for r in members}  # a listing leader is of the same group
+            for run in members:
+                write(f"runs/{run['run_id']}.html",
+                      record_page(run, leader, with_page, checks_by_run.get(run["run_id"], []), shard.site,
+                                  attestations_by_run.get(run["run_id"], []),
+                                  by_id.get(run["listing_leader_run_id"])))
+    return {"runs": runs, "produced": write.produced, "rewritten": write.rewritten, "unchanged": write.unchanged,
+            "summaries": summaries, "providers": providers}
+
+
+def _run_shards(shards: list[_Shard], workers: int, progress: Callable[[int, int, str], None],
+                total: int, what: str) -> Iterator[dict]:
+    done = 0
+    if workers == 1:
+        results = map(_export_shard, shards)
+        pool = None
+    else:
+        # spawn, not fork: the parent holds DuckDB's threads
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        results = (f.result() for f in concurrent.futures.as_completed([pool.submit(_export_shard, s) for s in shards]))
+    try:
+        for result in results:
+            done += result["runs"]
+            progress(done, total, what)
+            yield result
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
 
 
 def _default_progress(done: int, total: int, what: str) -> None:
@@ -404,93 +564,68 @@ def _default_progress(done: int, total: int, what: str) -> None:
         print(f"\r{what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
-           site: Site | None = None) -> str:
-    """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
-    report link."""
-    directory = Path(directory)
-    _write = _Writer(directory)
-    with Warehouse().reader() as con:
-        runs = run_records(con)
-        attestations_by_run: dict[str, list[dict]] = defaultdict(list)
-        if _has_table(con, "attestations"):
-            for attestation in records(con, "SELECT * FROM attestations"):
-                attestations_by_run[attestation["run_id"]].append(attestation)
-        checks_by_run: dict[str, list[dict]] = defaultdict(list)
-        for check in claim_checks_by_run(con):
-            checks_by_run[check["a_run_id"]].append(check)
-            checks_by_run[check["b_run_id"]].append(check)
-        charts = kernel_charts(con)
-    liger = {r["run_id"] for r in runs if r["project"] == "Liger-Kernel"}
-    by_id = {r["run_id"]: r for r in runs}
-    index = []
-    step = max(1, len(runs) // 50)
-    for n, run in enumerate(runs, 1):
-        _write(directory / "runs" / f"{run['run_id']}.json", run["manifest"])
-        index.append({"run_id": run["run_id"], "external_id": run["external_id"], "title": run["title"],
-                      "kernel": run["kernel"], "operation_mode": run["operation_mode"], "provider": run["provider"],
-                      "metric": run["metric"], "gpu": run["gpu"], "workload_slug": run["workload_slug"],
-                      "observed_at": run["observed_at"].isoformat(), "evidence_level": run["evidence_level"],
-                      "comparison_key": run["comparison_key"], "rank": run["rank"], "group_size": run["group_size"],
-                      "withdrawn_upstream": run["withdrawn_upstream"], "run_digest": run["run_digest"],
-                      "manifest": f"runs/{run['run_id']}.json"})
-        if n % step == 0 or n == len(runs):
-            progress(n, len(runs), "manifests")
-    _write(directory / "index.json", json.dumps({"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndex",
-                                                 "runs": index}, indent=1, ensure_ascii=False) + "\n")
-    if fmt == "json":
-        return f"exported {len(runs)} manifests and index.json to {directory} ({_write.summary()})"
+def _index_json(con) -> str:
+    """index.json: one entry per run, a line each, by run id."""
+    cursor = con.execute(INDEX_SQL)
+    names = [d[0] for d in cursor.description]
+    lines = []
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for row in rows:
+            entry = dict(zip(names, row))
+            entry["observed_at"] = entry["observed_at"].isoformat()
+            entry["manifest"] = f"runs/{entry['run_id']}.json"
+            lines.append(json.dumps(entry, ensure_ascii=False))
+    return ('{"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndex", "runs": [\n'
+            + ",\n".join(lines) + "\n]}\n")
 
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for run in runs:
-        run["is_liger"] = run["run_id"] in liger
-        groups[run["comparison_key"]].append(run)
-    leaders, slugs, summaries, providers = {}, set(), [], {}
-    for key, members in groups.items():
-        ranked = sorted((r for r in members if r["rank"] is not None),
-                        key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
-        leaders[key] = ranked[0] if ranked else None
-        if ranked:  # a group without a ranked run has no page: its runs' pages say why they are not ranked
-            slugs.add(group_slug(key))
+
+def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
+           site: Site | None = None, workers: int | None = None) -> str:
+    """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
+    report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it."""
+    directory = Path(directory)
     site = Site.from_env() if site is None else site
-    total = len(runs) + len(groups)
-    done = 0
-    for key, members in groups.items():
-        ranked = [r for r in members if r["rank"] is not None]
-        ranked.sort(key=lambda r: (r["rank"], r["median_value"], r["run_id"]))
-        if ranked:
-            others = sorted((r for r in members if r["rank"] is None), key=lambda r: r["observed_at"], reverse=True)
-            workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
-                                        members[0]["workload_slug"])
-            _write(directory / "groups" / f"{group_slug(key)}.html", group_page(key, ranked, others, workload))
-            summaries.append((group_slug(key), ranked[0], len(ranked)))
-            providers[group_slug(key)] = sorted({r["provider"] for r in ranked})
-        for run in members:
-            _write(directory / "runs" / f"{run['run_id']}.html",
-                   record_page(run, leaders[key], slugs, checks_by_run.get(run["run_id"], []), site,
-                               attestations_by_run.get(run["run_id"], []),
-                               by_id.get(run["listing_leader_run_id"])))
-            done += 1
-            if done % step == 0:
-                progress(done, total, "pages")
-        done += 1
-    progress(total, total, "pages")
-    by_kernel: dict[str, list] = defaultdict(list)
-    for slug, leader, size in summaries:
-        by_kernel[leader["kernel"]].append((slug, dict(leader, median_display=quantity(leader["median_value"],
-                                                                                        leader["unit"])), size))
-    for kernel, kernel_groups in by_kernel.items():
-        title = kernel_groups[0][1]["title"].split(" · ")[0]
-        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html",
-               kernel_page(kernel, title, kernel_groups, _page, charts.get(kernel, "")))
-    # A kernel whose runs are all unranked still gets a page, so that every record's "All results for" resolves.
-    unranked_kernels = {r["kernel"] for r in runs} - by_kernel.keys()
-    for kernel in unranked_kernels:
-        title = next(r["title"] for r in runs if r["kernel"] == kernel).split(" · ")[0]
-        _write(directory / "kernels" / f"{kernel_slug(kernel)}.html",
-               kernel_page(kernel, title, [], _page, charts.get(kernel, "")))
-    _write(directory / "index.html", index_page(summaries, providers))
-    _write(directory / "style.css", STYLE.lstrip())
-    removed = _write.prune()
-    return (f"exported {len(runs)} record pages, {len(summaries)} group pages, {len(by_kernel) + len(unranked_kernels)} "
-            f"kernel pages and manifests to {directory} ({_write.summary()}, {removed} stale removed)")
+    warehouse = Warehouse()
+    with warehouse.reader() as con:
+        generation = warehouse.db_path.resolve()
+        [(total,)] = con.execute("SELECT count(*) FROM runs").fetchall()
+    if workers is None:
+        workers = 1 if total < PARALLEL_FROM_RUNS else min(EXPORT_WORKERS_MAX, len(os.sched_getaffinity(0)))
+    count = max(workers, -(-total // SHARD_RUNS))
+    shards = [_Shard(str(warehouse.home), str(generation), i, count, fmt, str(directory), site) for i in range(count)]
+    produced: set[str] = set()
+    rewritten = unchanged = 0
+    summaries, providers = [], {}
+    for result in _run_shards(shards, workers, progress, total, "manifests" if fmt == "json" else "pages"):
+        produced.update(result["produced"])
+        rewritten += result["rewritten"]
+        unchanged += result["unchanged"]
+        summaries += result["summaries"]
+        providers.update(result["providers"])
+    write = _Writer(str(directory))
+    with warehouse.reader(bounded=True, generation=generation) as con:
+        write("index.json", _index_json(con))
+        if fmt == "html":
+            charts = kernel_charts(con)
+            # every kernel gets a page, one whose runs are all unranked too, so every "All results for" resolves
+            titles = dict(con.execute("SELECT kernel, split_part(arg_min(title, run_id), ' · ', 1) FROM runs "
+                                      "GROUP BY kernel ORDER BY kernel").fetchall())
+    if fmt == "html":
+        summaries.sort(key=lambda s: s[0])
+        by_kernel: dict[str, list] = defaultdict(list)
+        for slug, leader, size in summaries:
+            by_kernel[leader["kernel"]].append((slug, dict(leader, median_display=quantity(leader["median_value"],
+                                                                                            leader["unit"])), size))
+        for kernel, title in titles.items():
+            write(f"kernels/{kernel_slug(kernel)}.html",
+                  kernel_page(kernel, title, by_kernel.get(kernel, []), _page, charts.get(kernel, "")))
+        write("index.html", index_page(summaries, providers))
+        write("style.css", STYLE.lstrip())
+    produced.update(write.produced)
+    removed = _prune(directory, produced, fmt)
+    written = (f"{rewritten + write.rewritten} files written, {unchanged + write.unchanged} unchanged, "
+               f"{removed} stale removed")
+    if fmt == "json":
+        return f"exported {total} manifests and index.json to {directory} ({written})"
+    return (f"exported {total} record pages, {len(summaries)} group pages, {len(titles)} kernel pages and "
+            f"manifests to {directory} ({written})")

@@ -133,13 +133,15 @@ class Warehouse:
     # -- readers ------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def reader(self, sandboxed: bool = False, bounded: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection to the live generation; `sandboxed` also shuts out files, extensions and
-        configuration changes (for SQL someone else wrote); `bounded` caps DuckDB's memory as a publication's
-        is (for the pipeline's own reads after a publication, whose cost must not follow history)."""
+    def reader(self, sandboxed: bool = False, bounded: bool = False,
+               generation: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only connection to the live generation (or to `generation`, a live one's resolved file that
+        another session pinned); `sandboxed` also shuts out files, extensions and configuration changes (for
+        SQL someone else wrote); `bounded` caps DuckDB's memory as a publication's is (for the pipeline's own
+        reads after a publication, whose cost must not follow history)."""
         if not self.exists():
             raise FileNotFoundError(f"no warehouse at {self.db_path}: run `kernelindex ingest` first")
-        path = self.db_path.resolve()  # pin one generation for the whole session
+        path = generation or self.db_path.resolve()  # pin one generation for the whole session
         try:
             config = {**(SANDBOX if sandboxed else {}), **({"memory_limit": PIPELINE_MEMORY} if bounded else {})}
             con = duckdb.connect(str(path), read_only=True, config=config)

@@ -31,3 +31,23 @@ def test_a_nightly_revision_is_the_newest_main_file_moved_later(tmp_path):
     assert newest.key not in {r.key for r in before} and newest.stream == "all_benchmark_data"
     rows = gzip.decompress((main / "nightly1.csv.gz").read_bytes())
     assert rows.split(b"\n", 1)[0].startswith(b"kernel_name,")
+
+
+def test_the_peak_rss_of_a_command_counts_its_worker_processes():
+    """An export renders in worker processes: the RSS the benchmark reports sums the whole process tree."""
+    import subprocess
+    import sys
+    import time
+
+    from kernelindex_pipeline.bench import _tree_rss_kib
+
+    child = "b = bytearray(160 * 2**20); print('ready', flush=True); import time; time.sleep(5)"
+    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        time.sleep(0.1)
+        assert _tree_rss_kib(parent.pid) >= 160 * 1024
+    finally:
+        parent.kill()  # the child ends by itself
+        parent.wait()

@@ -189,3 +189,19 @@ def test_reexport_rewrites_only_what_changed_and_drops_stale_pages(analyst_home,
     assert "(1 files written," in summary and "1 stale removed" in summary, summary
     assert edited.read_bytes() == original and not stale.exists()
     assert untouched.stat().st_mtime_ns == before
+
+
+def test_an_export_in_worker_processes_writes_the_same_files(analyst_home, html_export, tmp_path, monkeypatch):
+    """Sharded over worker processes (more shards than workers), the export writes byte for byte what one
+    process writes, and a JSON export over it leaves the pages alone."""
+    import kernelindex_pipeline.export as export_module
+
+    monkeypatch.setenv("KERNELINDEX_HOME", str(analyst_home))
+    monkeypatch.setattr(export_module, "SHARD_RUNS", 2_000)
+    out = tmp_path / "site"
+    summary = export_module.export("html", out, progress=lambda *_: None, workers=2)
+    files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(html_export) for p in html_export.rglob("*") if p.is_file())
+    assert all((out / f).read_bytes() == (html_export / f).read_bytes() for f in files), summary
+    summary = export_module.export("json", out, progress=lambda *_: None, workers=2)
+    assert "0 stale removed" in summary and sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == files
