@@ -7,7 +7,12 @@ joins them into the canonical text of {"environment", "protocol", "run"} (its ke
 The `digest_aliases` view lists the v1alpha1 digest of every object published as v1alpha2 (identity.py).
 """
 
-SCHEMA_SQL = """
+# A run's canonical text is most of the warehouse: zstd keeps it about a fifth of the size DuckDB's default
+# string compression does (every publication copies, and fsyncs, the whole file).
+RUN_MANIFESTS_COLUMNS = ("run_id VARCHAR, run VARCHAR USING COMPRESSION zstd, run_digest VARCHAR, protocol_digest VARCHAR, "
+                         "environment_digest VARCHAR, run_digest_v1alpha1 VARCHAR")
+
+SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS snapshots (
     revision_key VARCHAR, source VARCHAR, stream VARCHAR, source_file VARCHAR, commit VARCHAR,
     committed_at TIMESTAMPTZ, sha256 VARCHAR, bytes BIGINT, location VARCHAR, state VARCHAR, problem VARCHAR,
@@ -52,9 +57,7 @@ CREATE TABLE IF NOT EXISTS runs (
     protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR, implementation_digest VARCHAR,
     liger_version VARCHAR, status VARCHAR, known_kernel BOOLEAN, source_p20 DOUBLE, source_p50 DOUBLE,
     source_p80 DOUBLE, source_unit VARCHAR, benchmarked_commit VARCHAR, release VARCHAR);
-CREATE TABLE IF NOT EXISTS run_manifests (
-    run_id VARCHAR, run VARCHAR, run_digest VARCHAR, protocol_digest VARCHAR, environment_digest VARCHAR,
-    run_digest_v1alpha1 VARCHAR);
+CREATE TABLE IF NOT EXISTS run_manifests ({RUN_MANIFESTS_COLUMNS});
 CREATE TABLE IF NOT EXISTS ranks (
     run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT, evidence_level VARCHAR);
 CREATE TABLE IF NOT EXISTS quarantine (
@@ -113,13 +116,24 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS spread_a DOUBLE;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS spread_b DOUBLE;
 """
 
-MANIFESTS_VIEW_SQL = """
-CREATE OR REPLACE VIEW manifests AS
-SELECT m.run_id, '{"environment":' || e.manifest || ',"protocol":' || p.manifest || ',"run":' || m.run || '}'
+def manifests_sql(run_manifests: str = "run_manifests") -> str:
+    """The `manifests` view's query, over `run_manifests` or a relation narrowing it."""
+    return f"""
+SELECT m.run_id, '{{"environment":' || e.manifest || ',"protocol":' || p.manifest || ',"run":' || m.run || '}}'
         AS manifest,
     m.run_digest
-FROM run_manifests m JOIN protocols p USING (protocol_digest) JOIN environments e USING (environment_digest)
+FROM {run_manifests} m JOIN protocols p USING (protocol_digest) JOIN environments e USING (environment_digest)
 """
+
+
+MANIFESTS_VIEW_SQL = f"CREATE OR REPLACE VIEW manifests AS {manifests_sql()}"
+
+
+def rows_of_runs(table: str, run_ids: str) -> str:
+    """A relation of `table`'s rows whose run_id `run_ids` (a query) names, found by their row ids: a scan
+    of the run ids alone, then only the row groups that hold those rows (rows written together sit together),
+    where a join would read every column of every row (every run's text, in `run_manifests`)."""
+    return f"(SELECT * FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE run_id IN ({run_ids})))"
 
 # Each object published as v1alpha2, by kind, with the digest v1alpha1 gave it (so that digest stays
 # findable); run_id names the run of a BenchmarkRun.
@@ -138,11 +152,16 @@ UNION ALL SELECT DISTINCT 'WorkloadDefinition', workload_digest, digest_v1alpha1
 
 
 def apply_schema(con) -> None:
-    """Bring a warehouse's tables up to date: create what is missing, add new columns, and turn a
-    `manifests` table (homes written before it was a view) into the view."""
+    """Bring a warehouse's tables up to date: create what is missing, add new columns, turn a `manifests`
+    table (homes written before it was a view) into the view, and store the runs' text zstd-compressed."""
     con.execute(SCHEMA_SQL)
     con.execute(MIGRATIONS_SQL)
     if con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'manifests'").fetchall()[0][0]:
         con.execute("DROP TABLE manifests")
+    [(declared,)] = con.execute("SELECT sql FROM duckdb_tables() WHERE table_name = 'run_manifests'").fetchall()
+    if "COMPRESSION ZSTD" not in declared.upper():  # a home written before the runs' text was zstd-compressed
+        con.execute(f"CREATE TABLE run_manifests_zstd ({RUN_MANIFESTS_COLUMNS}); "
+                    "INSERT INTO run_manifests_zstd SELECT * FROM run_manifests; DROP TABLE run_manifests; "
+                    "ALTER TABLE run_manifests_zstd RENAME TO run_manifests")
     con.execute(MANIFESTS_VIEW_SQL)
     con.execute(DIGEST_ALIASES_VIEW_SQL)

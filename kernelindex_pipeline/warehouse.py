@@ -35,7 +35,7 @@ from pathlib import Path
 
 import duckdb
 
-from kernelindex_pipeline.schema import apply_schema
+from kernelindex_pipeline.schema import apply_schema, manifests_sql, rows_of_runs
 from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
@@ -309,7 +309,8 @@ def _connect_staging(db: Path) -> duckdb.DuckDBPyConnection:
     that what a publication holds spills to the staging folder rather than growing with history."""
     con = duckdb.connect(str(db), config={
         "storage_compatibility_version": STORAGE_VERSION, "memory_limit": PIPELINE_MEMORY,
-        "temp_directory": str(db.parent / "spill"), "preserve_insertion_order": False})
+        "temp_directory": str(db.parent / "spill"), "preserve_insertion_order": False,
+        "checkpoint_threshold": "64GB"})
     con.execute("SET enable_progress_bar = false")
     return con
 
@@ -358,9 +359,10 @@ def _write_parts(con: duckdb.DuckDBPyConnection, table: str, changes: str, direc
         else:
             # Unsorted, in small row groups: a part of a history's manifests is gigabytes of text, which a
             # sort or a default row group (122,880 rows) would hold in memory at once.
-            con.execute(f"COPY (SELECT t.* FROM {table} t JOIN publications p USING (run_id) "
-                        f"WHERE ({PART_KEY}) IS NOT DISTINCT FROM (?, ?)) TO '{part}' "
-                        "(FORMAT parquet, ROW_GROUP_SIZE 16384)", [stamp, source])
+            in_part = f"SELECT run_id FROM publications p WHERE ({PART_KEY}) IS NOT DISTINCT FROM (?, ?)"
+            rows = (manifests_sql(rows_of_runs("run_manifests", in_part)) if table == "manifests"
+                    else f"SELECT * FROM {rows_of_runs(table, in_part)}")
+            con.execute(f"COPY ({rows}) TO '{part}' (FORMAT parquet, ROW_GROUP_SIZE 16384)", [stamp, source])
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -452,7 +454,9 @@ def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query:
     columns = ", ".join(name for name, _ in table_columns(con, table))
     kind = "TABLE" if materialize else "VIEW"
     con.execute(f"CREATE OR REPLACE TEMP {kind} _next AS SELECT {columns} FROM ({query})", params or [])
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {columns} FROM {table} WHERE {where}")
+    # Only what tells rows apart is read of the rows there now (not a run's text, say).
+    kept = columns if compare == "*" else compare
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {kept} FROM {table} WHERE {where}")
     differ = (f"SELECT * FROM (SELECT {compare} FROM _next EXCEPT ALL SELECT {compare} FROM _previous) "
               f"UNION ALL SELECT * FROM (SELECT {compare} FROM _previous EXCEPT ALL SELECT {compare} FROM _next)")
     if key is None:

@@ -8,6 +8,7 @@ import dagster as dg
 from kernelindex_pipeline.defs.publish import COMPARISON_RANKS, RUN_MANIFESTS, RUNS
 from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.identity import digest
+from kernelindex_pipeline.schema import manifests_sql, rows_of_runs
 
 UNIQUE_RUN_IDS = "unique_run_ids"
 NO_ORPHAN_RANKS = "no_orphan_ranks"
@@ -63,17 +64,17 @@ def every_run_has_manifest(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=missing == 0 and extra == 0, metadata={"missing": missing, "without_run": extra})
 
 
-# The manifests a digest check reads: those the latest publication wrote, and a random sample of the rest
-# (so a check costs what a publication changed, and still looks at old records now and then).
-# (The run ids first, then their manifests: one small join, where an OR of two IN-lists on the view would
-# assemble every manifest's text.)
-# The manifests the latest publication wrote (a random WRITTEN_SAMPLE of them when it wrote more, as a
-# backfill or a nightly does: that many find a fault touching one written manifest in 200, 99 times in 100), and
-# a sample of the rest.
+# The manifests a digest check reads: those the latest publication wrote (a random WRITTEN_SAMPLE of them
+# when it wrote more, as a backfill or a nightly does: that many find a fault touching one written manifest
+# in 200, 99 times in 100), and a stretch of DIGEST_SAMPLE stored ones from a random place, so a check costs
+# what a publication changed and still looks at old records now and then. (A stretch, not scattered rows:
+# each row read costs the whole compressed block of text it sits in.)
 CHECKED_RUN_IDS_SQL = """
 SELECT run_id FROM (SELECT key AS run_id FROM publication_changes WHERE table_name = 'run_manifests')
     USING SAMPLE reservoir({written} ROWS)
-UNION SELECT run_id FROM run_manifests USING SAMPLE {sample} ROWS
+UNION (SELECT run_id FROM run_manifests
+       WHERE rowid >= (SELECT (random() * (max(rowid) - {sample}))::BIGINT FROM run_manifests)
+       ORDER BY rowid LIMIT {sample})
 """
 DIGEST_SAMPLE = 200
 WRITTEN_SAMPLE = 1_000
@@ -82,12 +83,18 @@ WRITTEN_SAMPLE = 1_000
 def recompute_digests(con, sample: int | None = DIGEST_SAMPLE) -> tuple[list[str], int]:
     """(run ids whose stored digests differ from the ones recomputed from their manifests, manifests
     checked); `sample` None checks every manifest."""
-    source = ("manifests m" if sample is None else
-              f"({CHECKED_RUN_IDS_SQL.format(written=WRITTEN_SAMPLE, sample=int(sample))}) c "
-              "JOIN manifests m USING (run_id)")
+    if sample is None:
+        manifests, runs, params = "manifests", "runs", []
+    else:
+        checked = [r for (r,) in con.execute(CHECKED_RUN_IDS_SQL.format(written=WRITTEN_SAMPLE,
+                                                                          sample=int(sample))).fetchall()]
+        ids = "SELECT unnest($ids::VARCHAR[])"
+        manifests = f"({manifests_sql(rows_of_runs('run_manifests', ids))})"
+        runs, params = rows_of_runs("runs", ids), {"ids": checked}
     # On a cursor of its own, so that a result the caller has not finished reading does not stand in the way.
-    batches = con.cursor().sql("SELECT m.run_id, m.manifest, m.run_digest, r.protocol_digest, r.environment_digest "
-                               f"FROM {source} JOIN runs r USING (run_id)").to_arrow_reader(5000)
+    batches = con.cursor().sql(
+        "SELECT m.run_id, m.manifest, m.run_digest, r.protocol_digest, r.environment_digest "
+        f"FROM {manifests} m JOIN {runs} r USING (run_id)", params=params).to_arrow_reader(5000)
     bad, checked = [], 0
     # A protocol or environment is stored once (the view joins it by digest): its digest is recomputed once.
     recomputed: dict[str, bool] = {}
@@ -112,7 +119,7 @@ def recompute_digests(con, sample: int | None = DIGEST_SAMPLE) -> tuple[list[str
 @dg.asset_check(asset=RUN_MANIFESTS, name=DIGESTS_RECOMPUTE)
 def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Run, protocol and environment digests recompute from the manifests' canonical JSON: the manifests
-    the latest publication wrote (every one up to 1,000, a random 1,000 beyond), and a sample of the others."""
+    the latest publication wrote (every one up to 1,000, a random 1,000 beyond), and a stretch of the others."""
     with warehouse.warehouse().reader(bounded=True) as con:
         bad, checked = recompute_digests(con)
     return dg.AssetCheckResult(passed=not bad, metadata={"mismatches": len(bad), "checked": checked,
