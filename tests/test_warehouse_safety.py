@@ -313,3 +313,24 @@ def test_the_readme_ways_in_work_as_written(analyst_home):
         done = subprocess.run(line, shell=True, cwd=REPO, env=cli_env(analyst_home), capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0 and done.stdout.strip(), (command, done.stderr[-2000:])
+
+
+def test_a_home_whose_runs_text_is_not_compressed_is_migrated_with_every_record_unchanged(tmp_path, base_warehouse):
+    """A home written before the runs' text was stored zstd-compressed gets the compressed column at its next
+    publication, each published manifest byte for byte as it was."""
+    import duckdb
+
+    home, source = _base_plus(tmp_path, base_warehouse, "next", read_snapshot(main_rows()[BASE_REVISIONS]))
+    db = Warehouse(home).db_path.resolve()
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE plain AS SELECT * FROM run_manifests; DROP TABLE run_manifests; "
+                "ALTER TABLE plain RENAME TO run_manifests; CHECKPOINT")
+    con.close()
+    before = dict(query(home, "SELECT run_id, manifest FROM manifests"))
+    ingest(home, source)
+    [(declared,)] = query(home, "SELECT sql FROM duckdb_tables() WHERE table_name = 'run_manifests'")
+    assert "COMPRESSION ZSTD" in declared.upper()
+    assert {c for (c,) in query(home, "SELECT DISTINCT compression FROM pragma_storage_info('run_manifests') "
+                                      "WHERE column_name = 'run' AND segment_type = 'VARCHAR'")} == {"ZSTD"}
+    after = dict(query(home, "SELECT run_id, manifest FROM manifests"))
+    assert len(after) > len(before) and all(after[rid] == text for rid, text in before.items())
