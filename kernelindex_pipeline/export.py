@@ -500,14 +500,15 @@ def _export_shard(shard: _Shard) -> dict:
         con.execute(f"SET memory_limit = '{SHARD_MEMORY}'; SET threads = 1; SET enable_progress_bar = false")
         in_shard = "IN (SELECT run_id FROM runs WHERE {shard})"
         checks_by_run: dict[str, list[dict]] = defaultdict(list)
-        for check in _shard_records(con, shard, f"SELECT * FROM claim_checks WHERE a_run_id {in_shard} OR b_run_id "
-                                    f"{in_shard} ORDER BY protocol, a_provider, b_provider"):
-            checks_by_run[check["a_run_id"]].append(check)
-            checks_by_run[check["b_run_id"]].append(check)
         attestations_by_run: dict[str, list[dict]] = defaultdict(list)
-        if shard.fmt == "html" and _has_table(con, "attestations"):
-            for attestation in _shard_records(con, shard, f"SELECT * FROM attestations WHERE run_id {in_shard}"):
-                attestations_by_run[attestation["run_id"]].append(attestation)
+        if shard.fmt == "html":
+            for check in _shard_records(con, shard, f"SELECT * FROM claim_checks WHERE a_run_id {in_shard} OR "
+                                        f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
+                checks_by_run[check["a_run_id"]].append(check)
+                checks_by_run[check["b_run_id"]].append(check)
+            if _has_table(con, "attestations"):
+                for attestation in _shard_records(con, shard, f"SELECT * FROM attestations WHERE run_id {in_shard}"):
+                    attestations_by_run[attestation["run_id"]].append(attestation)
         for members in _groups_of(con, shard):
             runs += len(members)
             for run in members:

@@ -24,7 +24,8 @@ WITH revisions AS (
     SELECT DISTINCT run_id FROM observations JOIN previous_listing USING (revision_key)
     UNION SELECT run_id FROM controlled_runs
 ), previous_newest AS (
-    SELECT r.* FROM runs r SEMI JOIN previous_runs p USING (run_id)
+    SELECT r.run_id, r.comparison_key, r.provider, r.implementation, r.median_value, r.observed_at
+    FROM runs r SEMI JOIN previous_runs p USING (run_id)
     WHERE r.status = 'passed' AND r.median_value IS NOT NULL AND {groups}
     QUALIFY row_number() OVER (PARTITION BY comparison_key, provider ORDER BY observed_at DESC, run_id) = 1
 ), previous_order AS (

@@ -309,8 +309,7 @@ def _connect_staging(db: Path) -> duckdb.DuckDBPyConnection:
     that what a publication holds spills to the staging folder rather than growing with history."""
     con = duckdb.connect(str(db), config={
         "storage_compatibility_version": STORAGE_VERSION, "memory_limit": PIPELINE_MEMORY,
-        "temp_directory": str(db.parent / "spill"), "preserve_insertion_order": False,
-        "checkpoint_threshold": "64GB"})
+        "temp_directory": str(db.parent / "spill"), "preserve_insertion_order": False})
     con.execute("SET enable_progress_bar = false")
     return con
 

@@ -143,7 +143,7 @@ def test_asset_checks_pass_on_the_shipped_warehouse(shipped_warehouse):
 
 def test_asset_checks_catch_a_publication_that_repeats_a_run_or_breaks_a_digest(shipped_warehouse, tmp_path):
     """The checks read what the latest publication wrote (`publication_changes`): planted there, a repeated
-    run and a wrong stored digest fail them."""
+    run, a wrong stored digest, a run without its manifest and a manifest without its run fail them."""
     import duckdb
 
     from conftest import copy_home
@@ -152,18 +152,23 @@ def test_asset_checks_catch_a_publication_that_repeats_a_run_or_breaks_a_digest(
 
     home = copy_home(shipped_warehouse.home, tmp_path / "home")
     with duckdb.connect(str(Warehouse(home).db_path.resolve())) as con:
-        repeated_id, altered_id = [r for (r,) in con.execute(
-            "SELECT run_id FROM runs ORDER BY observed_at, run_id LIMIT 2").fetchall()]
+        repeated_id, altered_id, unmanifested_id, removed_id = [r for (r,) in con.execute(
+            "SELECT run_id FROM runs ORDER BY observed_at, run_id LIMIT 4").fetchall()]
         con.execute("INSERT INTO runs SELECT * FROM runs WHERE run_id = ?", [repeated_id])
         con.execute("UPDATE run_manifests SET run_digest = 'sha256:' || repeat('0', 64) WHERE run_id = ?", [altered_id])
+        con.execute("DELETE FROM run_manifests WHERE run_id = ?", [unmanifested_id])
+        con.execute("DELETE FROM runs WHERE run_id = ?", [removed_id])
         con.execute("DELETE FROM publication_changes")
-        con.execute("INSERT INTO publication_changes VALUES ('runs', ?), ('run_manifests', ?)",
-                    [repeated_id, altered_id])
+        con.execute("INSERT INTO publication_changes VALUES ('runs', ?), ('run_manifests', ?), ('run_manifests', ?), "
+                    "('runs', ?)", [repeated_id, altered_id, unmanifested_id, removed_id])
     resource = WarehouseResource(home=str(home))
     repeated = checks.unique_run_ids(warehouse=resource)
     assert not repeated.passed and repeated.metadata["duplicates"].value == 2  # its run id and its external id
     wrong = checks.digests_recompute(warehouse=resource)
     assert not wrong.passed and wrong.metadata["examples"].value == altered_id
+    unpaired = checks.every_run_has_manifest(warehouse=resource)
+    assert not unpaired.passed
+    assert (unpaired.metadata["missing"].value, unpaired.metadata["without_run"].value) == (1, 1)
 
 
 @pytest.mark.parametrize("mode", ["missing-source"])
