@@ -139,8 +139,8 @@ def _cli(home: Path, sources: list[Path], *args: str) -> tuple[float, float]:
     worker processes)."""
     env = {**os.environ, "KERNELINDEX_HOME": str(home), "KERNELINDEX_SOURCES": ",".join(map(str, sources))}
     env.pop("DAGSTER_HOME", None)
-    code = ("import resource, sys; from kernelindex_pipeline.cli import main; rc = main(sys.argv[1:]); "
-            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+    code = ("import resource, sys; from kernelindex_pipeline.cli import exit_now, main; rc = main(sys.argv[1:]); "
+            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); exit_now(rc)")
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
         process = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.DEVNULL,

@@ -75,3 +75,25 @@ def test_export_without_a_warehouse_says_so(monkeypatch, tmp_path, capsys):
 def test_export_reports_what_it_wrote(kernelindex, tmp_path):
     code, out, _ = kernelindex("export", "--format", "json", str(tmp_path))
     assert code == 0 and out.startswith("exported ") and "manifests and index.json" in out
+
+
+def test_the_command_exits_with_its_code_and_all_of_its_output(analyst_home, tmp_path):
+    """`kernelindex` (the console script's `run`) ends the process without the interpreter's teardown: its
+    exit code and every line it printed still arrive."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    from kernelindex_pipeline.warehouse import Warehouse
+
+    command = [sys.executable, "-c", "import sys; from kernelindex_pipeline.cli import run; "
+               "sys.argv[0] = 'kernelindex'; run()"]
+    listed = subprocess.run([*command, "query", "SELECT run_id FROM runs ORDER BY run_id", "--format", "csv"],
+                            env=cli_env(analyst_home), capture_output=True, text=True)
+    with Warehouse(analyst_home).reader() as con:
+        expected = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    assert listed.returncode == 0 and listed.stdout.splitlines() == ["run_id", *expected]
+    missing = subprocess.run([*command, "show", "no-such-run"], env=cli_env(analyst_home), capture_output=True,
+                             text=True)
+    assert missing.returncode == 1 and missing.stderr.strip().startswith("kernelindex: no run")
