@@ -242,3 +242,20 @@ def test_the_documented_gh_pages_queries_return_rows(both_home):
     assert blocks
     for sql in blocks:
         assert query(both_home, sql), sql
+
+
+def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(both_home):
+    """gh-pages runs of Qwen2-VL M-RoPE leave out the batch: no tensors can be built for them, so they are
+    not rerun targets (a session would otherwise stop at them)."""
+    from kernelindex_pipeline.gpu import targets as T
+
+    with Warehouse(both_home).reader() as con:
+        chosen = T.warehouse_targets(con)
+        definitions = [d for (d,) in con.execute(
+            "SELECT DISTINCT w.definition FROM runs r JOIN workloads w USING (workload_digest) "
+            "WHERE r.kernel = 'qwen2vl_mrope' AND r.comparison_key IN (SELECT comparison_key FROM ranks)").fetchall()]
+    unbuildable = [p for p in (json.loads(d)["spec"]["parameters"] for d in definitions)
+                   if T.input_bytes("qwen2vl_mrope", p, "bf16") is None]
+    assert unbuildable, "the shipped data has no qwen2vl_mrope workload without input shapes"
+    assert all(T.input_bytes(t["kernel"], t["params"], T.tensor_dtype(t)) is not None for t in chosen)
+    assert not [t for t in chosen if t["kernel"] == "qwen2vl_mrope" and t["params"] in unbuildable]

@@ -183,3 +183,19 @@ def test_an_aliased_provider_builds_the_provider_it_renames():
     assert "Triton backend" in tagged.label
     assert torch.equal(tagged.fn()[0], base.fn()[0])
     assert impl.KERNEL == "rms_norm" and rerun.with_aliases(impl, {}) is impl
+
+
+def test_a_target_the_harness_cannot_take_is_logged_and_the_session_goes_on():
+    clock = FakeClock()
+    done, logged = [], []
+
+    def measure(t):
+        if t["id"] == 1:
+            raise TypeError("'NoneType' object is not iterable")
+        done.append(t["id"])
+        clock.now += 1.0
+
+    targets = [{"kernel": "k", "id": i, "params": {"n": i}} for i in range(3)]
+    left = rerun.run_within_budget(targets, measure, budget_s=100, clock=clock, log=logged.append)
+    assert done == [0, 2] and left == []
+    assert any("harness error" in line and "{'n': 1}" in line and "TypeError" in line for line in logged)

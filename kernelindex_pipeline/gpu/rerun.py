@@ -203,7 +203,8 @@ def run_within_budget(targets: list[dict], measure: Callable[[dict], object], bu
     session and the ones after it still get their turn, so a family of quick workloads is not held up by a
     slow one. A target is expected to take what the last target of its kernel took, else the median of
     those measured so far (``FIRST_TARGET_ESTIMATE_S`` before any). ``after(left)`` runs after each
-    measured target with the targets still unmeasured."""
+    measured target with the targets still unmeasured. A target whose measurement raises is logged and
+    dropped; the others still get their turn."""
     started = clock() if started is None else started
     took: dict[str, float] = {}
     durations: list[float] = []
@@ -215,7 +216,12 @@ def run_within_budget(targets: list[dict], measure: Callable[[dict], object], bu
                 left.append(target)
                 continue
         t0 = clock()
-        measure(target)
+        try:
+            measure(target)
+        except Exception as exc:  # noqa: BLE001 - one target the harness cannot take must not end the session
+            # Not left for the next session either: it would fail there the same way.
+            log(f"  harness error, target dropped: {target['kernel']} {target.get('params')}: "
+                f"{type(exc).__name__}: {exc}")
         took[target["kernel"]] = clock() - t0
         durations.append(took[target["kernel"]])
         if after is not None:

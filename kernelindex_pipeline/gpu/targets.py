@@ -245,7 +245,9 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
                             if p not in known and p not in t["aliases"]}
         t["modes"] = [m for m in MODES if m in t["modes"]]
         t["metrics"] = [m for m in ("latency", "peak_memory") if m in t["metrics"]]
-        if t["providers"]:
+        # A workload whose input shapes its parameters do not give (an upstream script that left one out)
+        # cannot be built.
+        if t["providers"] and input_bytes(t["kernel"], t["params"], t["tensor_dtype"]) is not None:
             targets.append(t)
     return coverage_first(targets)
 
