@@ -385,11 +385,12 @@ figure.chart { margin: 0; min-width: 0; } figcaption { font-size: 14px; }
 # -- export ----------------------------------------------------------------------------------------
 
 # Runs are exported in shards of their comparison groups, each rendered in a worker process (one per CPU, up
-# to EXPORT_WORKERS_MAX): an export's time divides by the CPUs. A shard holds about SHARD_RUNS runs, read in
-# one sorted query within SHARD_MEMORY, so a worker's memory follows a shard, not the warehouse. Small
-# warehouses stay in one process, which starts sooner than a pool.
+# to EXPORT_WORKERS_MAX): an export's time divides by the CPUs. A shard holds about SHARD_TEXT_BYTES of runs'
+# canonical text (a controlled run's is twice a source-native one's), read in one sorted query within
+# SHARD_MEMORY (which sorts about twice that text), so a worker's memory follows a shard, not the
+# warehouse. Small warehouses stay in one process, which starts sooner than a pool.
 EXPORT_WORKERS_MAX = 4
-SHARD_RUNS = 6_000
+SHARD_TEXT_BYTES = 6 * 2**20
 SHARD_MEMORY = "128MB"
 PARALLEL_FROM_RUNS = 20_000
 FETCH_ROWS = 1_000
@@ -589,10 +590,11 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     warehouse = Warehouse()
     with warehouse.reader() as con:
         generation = warehouse.db_path.resolve()
-        [(total,)] = con.execute("SELECT count(*) FROM runs").fetchall()
+        [(total, text)] = con.execute("SELECT (SELECT count(*) FROM runs), "
+                                      "(SELECT coalesce(sum(length(run)), 0) FROM run_manifests)").fetchall()
     if workers is None:
         workers = 1 if total < PARALLEL_FROM_RUNS else min(EXPORT_WORKERS_MAX, len(os.sched_getaffinity(0)))
-    count = max(workers, -(-total // SHARD_RUNS))
+    count = max(workers, -(-text // SHARD_TEXT_BYTES))
     shards = [_Shard(str(warehouse.home), str(generation), i, count, fmt, str(directory), site) for i in range(count)]
     produced: set[str] = set()
     rewritten = unchanged = 0

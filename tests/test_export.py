@@ -197,7 +197,7 @@ def test_an_export_in_worker_processes_writes_the_same_files(analyst_home, html_
     import kernelindex_pipeline.export as export_module
 
     monkeypatch.setenv("KERNELINDEX_HOME", str(analyst_home))
-    monkeypatch.setattr(export_module, "SHARD_RUNS", 2_000)
+    monkeypatch.setattr(export_module, "SHARD_TEXT_BYTES", 2**20)
     out = tmp_path / "site"
     summary = export_module.export("html", out, progress=lambda *_: None, workers=2)
     files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())

@@ -11,7 +11,7 @@ import pytest
 from kernels._adapter import load_adapter
 from kernelindex_pipeline import catalog
 from kernelindex_pipeline.evidence import controlled_run
-from kernelindex_pipeline.gpu import rerun
+from kernelindex_pipeline.gpu import records, rerun
 
 ENV = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "ExecutionEnvironment", "metadata": {"name": "x", "title": "x"},
        "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0},
@@ -154,8 +154,8 @@ def test_too_large_is_judged_from_the_input_tensors():
 
 def test_records_are_appended_as_readable_gzip_members(tmp_path):
     path = tmp_path / "e.jsonl.gz"
-    rerun.append_records(path, [{"a": 1}])
-    rerun.append_records(path, [{"a": 2}, {"a": 3}])
+    records.append_records(path, [{"a": 1}])
+    records.append_records(path, [{"a": 2}, {"a": 3}])
     with gzip.open(path, "rt") as fh:
         assert [json.loads(line)["a"] for line in fh] == [1, 2, 3]
 
@@ -163,7 +163,7 @@ def test_records_are_appended_as_readable_gzip_members(tmp_path):
 @pytest.mark.parametrize("gpu, name", [("NVIDIA H200", "h200-2026-12-03-abc.jsonl.gz"),
                                        ("NVIDIA H100 80GB HBM3", "h100-2026-12-03-abc.jsonl.gz")])
 def test_evidence_file_is_named_after_gpu_date_and_harness_revision(gpu, name):
-    assert rerun.evidence_name(gpu, "2026-12-03", "abc") == name
+    assert records.evidence_name(gpu, "2026-12-03", "abc") == name
 
 
 def test_harness_revision_is_twelve_hex():

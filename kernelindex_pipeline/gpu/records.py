@@ -1,8 +1,13 @@
-"""Evidence records: one JSON object per (provider, mode, metric) of a target, as ``evidence.py`` reads them."""
+"""Evidence records: one JSON object per (provider, mode, metric) of a target, as ``evidence.py`` reads them,
+and the files that hold them."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
+import re
+from pathlib import Path
 
 from kernels._adapter import RerunAdapter
 from kernelindex_pipeline.gpu.targets import tensor_dtype
@@ -98,3 +103,17 @@ def summary_table(records: list[dict]) -> str:
                      f"{bw:>7} {pct(a['fraction_of_copy_bandwidth']):>6} {pct(a['fraction_of_matmul_rate']):>6} "
                      f"{r['status']}")
     return "\n".join(lines)
+
+
+def append_records(path: Path, records: list[dict]) -> None:
+    """Append records to a gzipped JSONL file as one gzip member, closed at once (readable if cut short)."""
+    with gzip.open(path, "at", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
+def evidence_name(gpu_name: str, day: str, revision: str) -> str:
+    """``<gpu>-<date>-<harness revision>.jsonl.gz``, the GPU as its model's short name (``h200``)."""
+    words = re.findall(r"[a-z0-9]+", gpu_name.lower())
+    model = next((w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9]*", w)), "-".join(words) or "gpu")
+    return f"{model}-{day}-{revision}.jsonl.gz"

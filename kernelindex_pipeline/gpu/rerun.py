@@ -8,9 +8,9 @@ as Liger-Kernel's scripts take it with ``triton.testing.do_bench``). It writes o
 session cut short keeps what it measured. Providers that cannot run, fail correctness or whose workload
 does not fit on the card get records too, with their status and reason and no timings.
 
-With ``--budget-minutes`` it measures targets in order while the next one is expected to fit, and keeps
-the targets it did not reach in ``remaining.json`` (rewritten after every target), which the next
-session takes as its ``--targets-file``.
+With ``--budget-minutes`` it measures targets in order while the next one is expected to fit, and keeps the
+targets it did not reach in ``remaining.json`` (rewritten after every target), the next session's
+``--targets-file``. A target whose measurement raises is logged and dropped; the session goes on.
 """
 
 from __future__ import annotations
@@ -19,10 +19,7 @@ import argparse
 import dataclasses
 import datetime as _dt
 import gc
-import gzip
-import json
 import os
-import re
 import statistics
 import sys
 import time
@@ -31,6 +28,7 @@ from pathlib import Path
 
 from kernels._adapter import RerunAdapter, load_adapter
 from kernelindex_pipeline.gpu import protocol as P
+from kernelindex_pipeline.gpu.records import append_records, evidence_name
 from kernelindex_pipeline.gpu.targets import (
     PROVIDER_TAGS,
     input_bytes,
@@ -203,8 +201,7 @@ def run_within_budget(targets: list[dict], measure: Callable[[dict], object], bu
     session and the ones after it still get their turn, so a family of quick workloads is not held up by a
     slow one. A target is expected to take what the last target of its kernel took, else the median of
     those measured so far (``FIRST_TARGET_ESTIMATE_S`` before any). ``after(left)`` runs after each
-    measured target with the targets still unmeasured. A target whose measurement raises is logged and
-    dropped; the others still get their turn."""
+    measured target with the targets still unmeasured."""
     started = clock() if started is None else started
     took: dict[str, float] = {}
     durations: list[float] = []
@@ -218,10 +215,8 @@ def run_within_budget(targets: list[dict], measure: Callable[[dict], object], bu
         t0 = clock()
         try:
             measure(target)
-        except Exception as exc:  # noqa: BLE001 - one target the harness cannot take must not end the session
-            # Not left for the next session either: it would fail there the same way.
-            log(f"  harness error, target dropped: {target['kernel']} {target.get('params')}: "
-                f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - dropped, not left: the next session would fail the same way
+            log(f"  harness error, target dropped: {target['kernel']} {target.get('params')}: {exc!r}")
         took[target["kernel"]] = clock() - t0
         durations.append(took[target["kernel"]])
         if after is not None:
@@ -230,20 +225,6 @@ def run_within_budget(targets: list[dict], measure: Callable[[dict], object], bu
         log(f"budget: {len(left)} targets left for the next session ({clock() - started:.0f} s used of "
             f"{budget_s:.0f} s)")
     return left
-
-
-def append_records(path: Path, records: list[dict]) -> None:
-    """Append records to a gzipped JSONL file as one gzip member, closed at once (readable if cut short)."""
-    with gzip.open(path, "at", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, sort_keys=True) + "\n")
-
-
-def evidence_name(gpu_name: str, day: str, revision: str) -> str:
-    """``<gpu>-<date>-<harness revision>.jsonl.gz``, the GPU as its model's short name (``h200``)."""
-    words = re.findall(r"[a-z0-9]+", gpu_name.lower())
-    model = next((w for w in words if re.fullmatch(r"[a-z]+\d+[a-z0-9]*", w)), "-".join(words) or "gpu")
-    return f"{model}-{day}-{revision}.jsonl.gz"
 
 
 def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print, budget_s: float | None = None,
