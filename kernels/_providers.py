@@ -1,4 +1,5 @@
-"""Helpers for the other providers an adapter builds: package versions for labels, Liger-Kernel classes."""
+"""Helpers for the other providers an adapter builds: package versions for labels, Liger-Kernel classes,
+torch.compile as upstream's scripts call it."""
 
 from __future__ import annotations
 
@@ -48,3 +49,23 @@ def version_label(name: str) -> str:
     """``package_version`` for a label: "(version unknown)" where it is unknown."""
     found = package_version(name)
     return "(version unknown)" if found is None else found
+
+
+def torch_compiled(module, x):
+    """``torch.compile(module)`` with default inductor settings, as upstream's scripts build it.
+
+    Off CUDA, inductor needs a working C++ toolchain; one forward and backward over ``x`` here compiles both
+    graphs, so that a toolchain that cannot build them makes the provider unavailable rather than failed.
+    The warm-up's gradients (of ``x`` and the module's parameters) are dropped.
+    """
+    import torch
+
+    compiled = torch.compile(module)
+    if not x.is_cuda:
+        try:
+            compiled(x).sum().backward()
+        except Exception as exc:  # noqa: BLE001 - any compile failure means torch.compile cannot run here
+            raise Unavailable(f"torch.compile cannot compile on {x.device.type} here: {exc}"[:500]) from exc
+        for leaf in (x, *module.parameters()):
+            leaf.grad = None
+    return compiled

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from kernels._adapter import Built, Unavailable
-from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, torch_compiled, version_label
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, numel, randn
 
 KERNEL = "dyt"
@@ -72,24 +72,6 @@ class _TorchDyT(torch.nn.Module):
         return y if self.beta is None else y + self.beta
 
 
-def _compiled(module: torch.nn.Module, x: torch.Tensor):
-    """``torch.compile(module)`` as the script builds it (default inductor settings).
-
-    Off CUDA, inductor needs a working C++ toolchain; one forward and backward here compiles both graphs,
-    so that a toolchain that cannot build them makes the provider unavailable rather than failed. The
-    warm-up's gradients are dropped.
-    """
-    compiled = torch.compile(module)
-    if not x.is_cuda:
-        try:
-            compiled(x).sum().backward()
-        except Exception as exc:  # noqa: BLE001 - any compile failure means torch.compile cannot run here
-            raise Unavailable(f"torch.compile cannot compile on {x.device.type} here: {exc}"[:500]) from exc
-        for leaf in (x, *module.parameters()):
-            leaf.grad = None
-    return compiled
-
-
 def build(provider, inputs, params) -> Built:
     x = inputs["x"]
     hidden, beta = x.shape[-1], "beta" in inputs
@@ -111,7 +93,7 @@ def build(provider, inputs, params) -> Built:
     x_leaf = x.detach().clone().requires_grad_(True)
     run = module
     if provider == "torch_compile":
-        run = _compiled(module, x_leaf)
+        run = torch_compiled(module, x_leaf)
         label = f"torch.compile(upstream TorchDyT), default inductor settings (PyTorch {torch.__version__})"
     leaves = {"x": x_leaf, **{name: getattr(module, name) for name in names}}
     return Built(lambda: (run(x_leaf),), leaves, label, OUTPUT_NAMES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from kernels._adapter import Built, Unavailable
-from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
+from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, torch_compiled, version_label
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes
 
 KERNEL = "embedding"
@@ -37,23 +37,6 @@ def reference(inputs, params):
     return (inputs["weight"][inputs["indices"]],)
 
 
-def _compiled(module: torch.nn.Module, indices: torch.Tensor):
-    """``torch.compile(module)`` as upstream builds it (default inductor settings).
-
-    Off CUDA, inductor needs a working C++ toolchain; one forward and backward here compiles both graphs,
-    so that a toolchain that cannot build them makes the provider unavailable rather than failed. The
-    warm-up's weight gradient is dropped.
-    """
-    compiled = torch.compile(module)
-    if not indices.is_cuda:
-        try:
-            compiled(indices).sum().backward()
-        except Exception as exc:  # noqa: BLE001 - any compile failure means torch.compile cannot run here
-            raise Unavailable(f"torch.compile cannot compile on {indices.device.type} here: {exc}"[:500]) from exc
-        module.weight.grad = None
-    return compiled
-
-
 def build(provider, inputs, params) -> Built:
     indices, weight = inputs["indices"], inputs["weight"]
     vocab, dim = weight.shape
@@ -72,7 +55,7 @@ def build(provider, inputs, params) -> Built:
         module.weight.copy_(weight)
     run = module
     if provider == "torch_compile":
-        run = _compiled(module, indices)
+        run = torch_compiled(module, indices)
         label = f"torch.compile(torch.nn.Embedding), default inductor settings (PyTorch {torch.__version__})"
     return Built(lambda: (run(indices),), {"weight": module.weight}, label, OUTPUT_NAMES)
 
