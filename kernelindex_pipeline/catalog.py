@@ -95,6 +95,11 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
 }
 
 
+# Providers whose label names a compiler, with the eager provider they compile: a rerun of one records what
+# the compiler produced, and a source series of one that times as its eager twin ran eager.
+COMPILED_PROVIDERS = {"torch_compile": "torch"}
+
+
 def implementation(provider: str) -> Implementation:
     """A known implementation, or one named after its provider with the project unknown."""
     return IMPLEMENTATIONS.get(provider) or Implementation(provider, provider, "unknown")

@@ -16,7 +16,7 @@ import json
 import duckdb
 import pyarrow as pa
 
-from kernelindex_pipeline import catalog, verdicts
+from kernelindex_pipeline import catalog, reasons, verdicts
 from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
 from kernelindex_pipeline.warehouse import records
 
@@ -42,35 +42,64 @@ WITH source AS (
 ), protocols AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
 ), controlled AS (
-    SELECT c.* EXCLUDE (record), p.protocol FROM controlled_runs c JOIN protocols p ON p.family = c.family
-), batches AS (
-    SELECT cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.evidence_file,
+    SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
+        c.record->>'compile' IS NULL AND c.provider IN ({compiled}) AS compile_unrecorded
+    FROM controlled_runs c JOIN protocols p ON p.family = c.family
+), sessions AS (
+    -- every rerun session that measured a and b side by side; within one, records that passed, then the run
+    -- ids, so that a rebuild picks the same
+    SELECT cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.session, a.evidence_file,
         a.run_id AS rerun_a_run_id, b.run_id AS rerun_b_run_id, a.status AS a_status, b.status AS b_status,
-        a.status_reason AS a_reason, b.status_reason AS b_reason, len(a.samples) AS a_sample_count,
-        len(b.samples) AS b_sample_count,
+        a.status_reason AS a_reason, b.status_reason AS b_reason, a.status_code AS a_code, b.status_code AS b_code,
+        a.sample_count AS a_sample_count, b.sample_count AS b_sample_count,
+        a.compile_unrecorded OR b.compile_unrecorded AS compile_unrecorded,
         a.median_value AS rerun_a_median, b.median_value AS rerun_b_median,
-        a.gpu || coalesce(' ' || a.form_factor, '') AS rerun_gpu, a.observed_at
+        a.gpu || coalesce(' ' || a.form_factor, '') AS rerun_gpu, a.observed_at, a.environment_digest,
+        a.protocol_digest, a.implementation_digest AS a_implementation_digest,
+        b.implementation_digest AS b_implementation_digest
     FROM claims cl CROSS JOIN protocols p
     JOIN controlled a ON a.protocol = p.protocol AND a.kernel = cl.kernel AND a.operation_mode = cl.operation_mode
         AND a.metric = cl.metric AND a.workload_digest = cl.workload_digest AND a.provider = cl.a_provider
-    JOIN controlled b ON b.protocol = p.protocol AND b.evidence_file = a.evidence_file AND b.kernel = a.kernel
-        AND b.operation_mode = a.operation_mode AND b.metric = a.metric AND b.workload_digest = a.workload_digest
-        AND b.provider = cl.b_provider
-    -- the newest batch; within one, records that passed, then the run ids, so that a rebuild picks the same
-    QUALIFY row_number() OVER (PARTITION BY cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol
-                               ORDER BY a.observed_at DESC, a.evidence_file DESC, a.status = 'passed' DESC,
-                                        b.status = 'passed' DESC, a.run_id, b.run_id) = 1
+    JOIN controlled b ON b.protocol = p.protocol AND b.evidence_file = a.evidence_file AND b.session = a.session
+        AND b.kernel = a.kernel AND b.operation_mode = a.operation_mode AND b.metric = a.metric
+        AND b.workload_digest = a.workload_digest AND b.provider = cl.b_provider
+    QUALIFY row_number() OVER (PARTITION BY cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.evidence_file,
+                                            a.session
+                               ORDER BY a.status = 'passed' DESC, b.status = 'passed' DESC, a.observed_at DESC,
+                                        a.run_id, b.run_id) = 1
+), batches AS (
+    -- the newest session
+    SELECT * FROM sessions
+    QUALIFY row_number() OVER (PARTITION BY comparison_key, a_run_id, b_run_id, protocol
+                               ORDER BY observed_at DESC, evidence_file DESC, session DESC) = 1
+), pooled AS (
+    -- the sessions whose samples the verdict pools: every one that passed on the newest session's stack
+    -- (environment), protocol and implementations, oldest first
+    SELECT n.comparison_key, n.a_run_id, n.b_run_id, n.protocol,
+        list(s.session ORDER BY s.observed_at, s.evidence_file, s.session) AS session_keys,
+        list(s.evidence_file ORDER BY s.observed_at, s.evidence_file, s.session) AS session_files,
+        list(s.rerun_a_run_id ORDER BY s.observed_at, s.evidence_file, s.session) AS session_a_run_ids,
+        list(s.rerun_b_run_id ORDER BY s.observed_at, s.evidence_file, s.session) AS session_b_run_ids,
+        bool_or(s.compile_unrecorded) AS pooled_compile_unrecorded
+    FROM batches n JOIN sessions s USING (comparison_key, a_run_id, b_run_id, protocol)
+    WHERE s.a_status = 'passed' AND s.b_status = 'passed' AND s.environment_digest = n.environment_digest
+      AND s.protocol_digest = n.protocol_digest AND s.a_implementation_digest = n.a_implementation_digest
+      AND s.b_implementation_digest = n.b_implementation_digest
+    GROUP BY ALL
 ), measured AS (
     SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol FROM controlled
 ), latest AS (
-    SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, status, status_reason, observed_at
+    SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, status, status_reason, status_code,
+        observed_at
     FROM controlled
     QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol
                                ORDER BY observed_at DESC, evidence_file DESC, status = 'passed' DESC, run_id) = 1
 ), covered AS (
     SELECT DISTINCT kernel FROM controlled_runs
 )
-SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protocol),
+SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protocol, session, environment_digest,
+                                      protocol_digest, a_implementation_digest, b_implementation_digest),
+    po.* EXCLUDE (comparison_key, a_run_id, b_run_id, protocol),
     cl.kernel IN (SELECT kernel FROM covered) AS kernel_covered,
     EXISTS (SELECT 1 FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
             AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
@@ -78,16 +107,27 @@ SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protoc
     (SELECT list(m.provider) FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
             AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
         AS measured_providers,
-    la.status AS a_latest_status, la.status_reason AS a_latest_reason, la.observed_at AS a_latest_at,
-    lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.observed_at AS b_latest_at
+    la.status AS a_latest_status, la.status_reason AS a_latest_reason, la.status_code AS a_latest_code,
+    la.observed_at AS a_latest_at,
+    lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.status_code AS b_latest_code,
+    lb.observed_at AS b_latest_at
 FROM claims cl CROSS JOIN protocols p
 LEFT JOIN batches b ON b.comparison_key = cl.comparison_key AND b.a_run_id = cl.a_run_id
     AND b.b_run_id = cl.b_run_id AND b.protocol = p.protocol
+LEFT JOIN pooled po ON po.comparison_key = cl.comparison_key AND po.a_run_id = cl.a_run_id
+    AND po.b_run_id = cl.b_run_id AND po.protocol = p.protocol
 LEFT JOIN latest la ON la.protocol = p.protocol AND la.kernel = cl.kernel AND la.operation_mode = cl.operation_mode
     AND la.metric = cl.metric AND la.workload_digest = cl.workload_digest AND la.provider = cl.a_provider
 LEFT JOIN latest lb ON lb.protocol = p.protocol AND lb.kernel = cl.kernel AND lb.operation_mode = cl.operation_mode
     AND lb.metric = cl.metric AND lb.workload_digest = cl.workload_digest AND lb.provider = cl.b_provider
 """
+
+SESSION_INTERVAL = pa.struct([
+    ("session", pa.string()), ("evidence_file", pa.string()), ("rerun_a_run_id", pa.string()),
+    ("rerun_b_run_id", pa.string()), ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()),
+    ("ci_high", pa.float64()), ("n_a", pa.int64()), ("n_b", pa.int64()), ("spread_a", pa.float64()),
+    ("spread_b", pa.float64()), ("verdict", pa.string()), ("reason_code", pa.string()),
+])
 
 CLAIM_CHECKS_SCHEMA = pa.schema([
     ("comparison_key", pa.string()), ("kernel", pa.string()), ("operation_mode", pa.string()),
@@ -100,15 +140,17 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
     ("n_a", pa.int64()), ("n_b", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
     ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()), ("spread_a", pa.float64()), ("spread_b", pa.float64()),
+    ("claim_type", pa.string()), ("reason_code", pa.string()), ("source_artifact", pa.string()),
+    ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)),
 ])
 
-# The bootstrap intervals already computed for rerun pairs: an interval depends only on the two reruns'
-# samples, so a publication that brings no new evidence reuses them rather than resampling again.
+# The intervals already computed for rerun pairs: an interval depends only on the reruns' samples, so a
+# publication that brings no new evidence (the only kind that reuses them) takes them as they are.
 KNOWN_INTERVALS_SQL = """
-SELECT DISTINCT c.rerun_a_run_id, c.rerun_b_run_id, c.rerun_ratio, c.ci_low, c.ci_high, c.n_a, c.n_b,
-    c.spread_a, c.spread_b
+SELECT DISTINCT ON (c.rerun_a_run_id, c.rerun_b_run_id) c.rerun_a_run_id, c.rerun_b_run_id, c.rerun_ratio,
+    c.ci_low, c.ci_high, c.n_a, c.n_b, c.spread_a, c.spread_b, c.sessions, c.session_intervals
 FROM claim_checks c SEMI JOIN _pairs p USING (rerun_a_run_id, rerun_b_run_id)
-WHERE c.ci_low IS NOT NULL AND c.spread_a IS NOT NULL AND c.metric = 'latency'
+WHERE c.ci_low IS NOT NULL AND c.spread_a IS NOT NULL AND c.sessions IS NOT NULL AND c.metric = 'latency'
 """
 
 
@@ -116,37 +158,46 @@ REPLICA_BUDGET_NOTE = (f"; the source's do_bench budget of {REPLICA_REPETITION_M
                        "of a pass this long")
 LATENCY_ONLY = ("the source-replica protocol times latency only; peak memory is re-checked under "
                 "kernelindex-device-time")
+COMPILE_UNRECORDED = ("the rerun did not record what torch.compile compiled (graphs, frames that fell back to "
+                      "eager), so it may have timed eager PyTorch; a rerun that records it settles the claim")
 
 
-def _why_not(row: dict) -> tuple[str, bool] | None:
-    """Why a claim has no rerun pair to check, and whether a rerun could settle it (``awaiting_rerun``);
-    None when it has a pair. A provider recorded on the rerun as unavailable, too large or failing
-    correctness is a settled answer; a missing rerun is not."""
+def _why_not(row: dict) -> tuple[str, str, bool] | None:
+    """Why a claim has no rerun pair to check: (reason, code, whether a rerun could settle it, i.e.
+    ``awaiting_rerun``); None when it has a pair. A provider recorded on the rerun as unavailable, too large
+    or failing is a settled answer; a missing rerun is not."""
     if row["metric"] != "latency" and row["protocol"] == REPLICA:
-        return LATENCY_ONLY, False
+        return LATENCY_ONLY, reasons.LATENCY_ONLY, False
     if row["operation_mode"] not in MODES:
-        return f"the rerun harness measures the {', '.join(MODES)} passes, not {row['operation_mode']}", False
+        return (f"the rerun harness measures the {', '.join(MODES)} passes, not {row['operation_mode']}",
+                reasons.UNSUPPORTED_MODE, False)
     if not row["kernel_covered"]:
-        return f"no KernelIndex rerun of {row['kernel']} yet", True
+        return f"no KernelIndex rerun of {row['kernel']} yet", reasons.NO_RERUN, True
     if not row["workload_measured"]:
-        return "this workload has not been re-measured under this protocol yet", True
+        return "this workload has not been re-measured under this protocol yet", reasons.NO_RERUN, True
     for side in ("a", "b"):
-        # A provider whose newest rerun says it cannot run or fails correctness settles the claim on its
-        # own: no batch that also measured the other side is needed to say so.
+        # A provider whose newest rerun says it cannot run or fails settles the claim on its own: no batch
+        # that also measured the other side is needed to say so.
         status = row[f"{side}_latest_status"]
         if status not in (None, "passed") and (row["observed_at"] is None
                                                or row[f"{side}_latest_at"] > row["observed_at"]):
             reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
-            return f"{row[f'{side}_provider']} {status} on the rerun{reason}", False
+            code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
+            return f"{row[f'{side}_provider']} {status} on the rerun{reason}", code, code in reasons.AWAITING
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
         missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
         return ((f"{' and '.join(missing)} not re-measured for this workload" if missing
-                 else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch"), True)
+                 else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch"),
+                reasons.NO_RERUN, True)
     for side in ("a", "b"):
         if row[f"{side}_status"] != "passed":
             reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
-            return f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", False
+            code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
+            return (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", code,
+                    code in reasons.AWAITING)
+    if row["pooled_compile_unrecorded"]:
+        return COMPILE_UNRECORDED, reasons.UNVERIFIED_PROVIDER, True
     return None
 
 
@@ -157,59 +208,57 @@ def _deterministic_interval(row: dict) -> verdicts.RatioInterval:
                                   deterministic=True)
 
 
-def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[tuple[str, str], verdicts.RatioInterval]:
-    """The stored bootstrap intervals of the rerun pairs in `rows`, by (rerun a, rerun b)."""
+def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[tuple[str, str], tuple]:
+    """The stored intervals of the rerun pairs in `rows`, by (rerun a, rerun b): (pooled interval, each
+    session's interval where several were pooled)."""
     pairs = {(r["rerun_a_run_id"], r["rerun_b_run_id"]) for r in rows if r["rerun_a_run_id"]}
     con.register("_pairs", pa.table({"rerun_a_run_id": [a for a, _ in pairs], "rerun_b_run_id": [b for _, b in pairs]},
                                      schema=pa.schema([("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string())])))
-    known = {(a, b): verdicts.RatioInterval(ratio, low, high, n_a, n_b, verdicts.bootstrap_method(), spread_a, spread_b)
-             for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b in con.execute(KNOWN_INTERVALS_SQL).fetchall()}
+    known = {}
+    for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b, sessions, per_session in con.execute(
+            KNOWN_INTERVALS_SQL).fetchall():
+        pooled = verdicts.RatioInterval(ratio, low, high, n_a, n_b, verdicts.bootstrap_method(), spread_a, spread_b,
+                                        sessions=sessions)
+        known[(a, b)] = pooled, [
+            (s, verdicts.RatioInterval(s["rerun_ratio"], s["ci_low"], s["ci_high"], s["n_a"], s["n_b"],
+                                       verdicts.bootstrap_method(), s["spread_a"], s["spread_b"]))
+            for s in per_session or []]
     con.unregister("_pairs")
     return known
 
 
 def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -> pa.Table:
     """The `claim_checks` table: one row per source claim and rerun protocol. `reuse_intervals` takes the
-    bootstrap interval of a rerun pair from the stored rows where there is one (not when the evidence changed)."""
-    protocols = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
-    rows = records(con, CANDIDATES_SQL.format(protocols=protocols))
+    bootstrap intervals of a rerun pair from the stored rows where there are some (not when the evidence
+    changed)."""
+    protocol_values = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
+    compiled = ", ".join(f"'{p}'" for p in catalog.COMPILED_PROVIDERS)
+    rows = records(con, CANDIDATES_SQL.format(protocols=protocol_values, compiled=compiled))
     known = _known_intervals(con, rows) if reuse_intervals else {}
+    artifacts = source_artifacts(con)
     latency, out = [], []
     for row in rows:
         row["source_ratio"] = row["source_b_median"] / row["source_a_median"] if row["source_a_median"] else None
         row["source_order"] = ("parity" if row["source_a_median"] == row["source_b_median"]
                                else f"{row['a_provider']} < {row['b_provider']}")
+        row["claim_type"] = verdicts.claim_type(row["source_ratio"]) if row["source_ratio"] else None
+        row["source_artifact"] = "; ".join(filter(None, (artifacts.get(row["a_run_id"]), artifacts.get(row["b_run_id"])))) or None
         why = _why_not(row)
         row["awaiting_rerun"] = False
         if why is None and row["metric"] == "peak_memory" and row["rerun_a_median"]:
             interval = _deterministic_interval(row)
             decided = verdicts.verdict(row["source_ratio"], interval)
             row.update(rerun_ratio=interval.ratio, ci_low=interval.low, ci_high=interval.high, n_a=1, n_b=1,
-                       verdict=decided.verdict, reason=decided.reason)
+                       sessions=1, verdict=decided.verdict, reason=decided.reason, reason_code=decided.code)
         elif why is None and not (row["a_sample_count"] and row["b_sample_count"]):
-            why = "the rerun evidence keeps no per-repetition samples", True
+            why = "the rerun evidence keeps no per-repetition samples", reasons.NO_SAMPLES, True
         if why is not None:
-            row.update(rerun_ratio=None, ci_low=None, ci_high=None, n_a=None, n_b=None,
-                       verdict=verdicts.NOT_RECHECKED, reason=why[0], awaiting_rerun=why[1])
+            row.update(rerun_ratio=None, ci_low=None, ci_high=None, n_a=None, n_b=None, sessions=None,
+                       verdict=verdicts.NOT_RECHECKED, reason=why[0], reason_code=why[1], awaiting_rerun=why[2])
         elif "verdict" not in row:
             latency.append(row)
         out.append(row)
-    fresh = [row for row in latency if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
-    samples = _samples_of(con, {r[side] for r in fresh for side in ("rerun_a_run_id", "rerun_b_run_id")})
-    checked = dict(zip(map(id, fresh), verdicts.check_claims(
-        [{"source_ratio": r["source_ratio"], "a_samples": samples[r["rerun_a_run_id"]],
-          "b_samples": samples[r["rerun_b_run_id"]]} for r in fresh])))
-    for row in latency:
-        interval = known.get((row["rerun_a_run_id"], row["rerun_b_run_id"]))
-        result = _checked(row, interval) if interval else checked[id(row)]
-        row.update(rerun_ratio=result["rerun_ratio"], ci_low=result["ci_low"], ci_high=result["ci_high"],
-                   spread_a=result["spread_a"], spread_b=result["spread_b"],
-                   n_a=row["a_sample_count"], n_b=row["b_sample_count"], verdict=result["verdict"],
-                   reason=result["reason"] + (REPLICA_BUDGET_NOTE if row["protocol"] == REPLICA
-                                              and result["verdict"] == verdicts.NOT_RECHECKED else ""),
-                   # Too few repetitions: a device-time rerun today takes at least MIN_REPETITIONS a side and
-                   # settles it; the replica's do_bench budget gives a long pass no more on any rerun.
-                   awaiting_rerun=result["verdict"] == verdicts.NOT_RECHECKED and row["protocol"] != REPLICA)
+    _check_latency(con, latency, known)
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
@@ -219,6 +268,46 @@ def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -
                                                 both.get(REPLICA, verdicts.NOT_RECHECKED))
     return pa.Table.from_pylist([{f.name: row.get(f.name) for f in CLAIM_CHECKS_SCHEMA} for row in out],
                                 schema=CLAIM_CHECKS_SCHEMA)
+
+
+def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict) -> None:
+    """Interval and verdict of each latency claim with a rerun pair, pooling its sessions; where it pooled
+    several, each session's own interval and verdict too (`session_intervals`)."""
+    fresh = [row for row in rows if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
+    samples = _samples_of(con, {run for r in fresh for side in ("session_a_run_ids", "session_b_run_ids")
+                                for run in r[side]})
+    jobs = []
+    for row in fresh:
+        paired = row["protocol"] == DEVICE_TIME  # device time interleaves a and b in the same rounds
+        a_ids, b_ids = row["session_a_run_ids"], row["session_b_run_ids"]
+        jobs.append({"source_ratio": row["source_ratio"], "paired": paired, "a_samples": [samples[r] for r in a_ids],
+                     "b_samples": [samples[r] for r in b_ids], "a_key": tuple(a_ids), "b_key": tuple(b_ids)})
+        if len(a_ids) > 1:
+            jobs += [{"source_ratio": row["source_ratio"], "paired": paired, "a_samples": [samples[a]],
+                      "b_samples": [samples[b]], "a_key": (a,), "b_key": (b,)} for a, b in zip(a_ids, b_ids)]
+    checked = iter(verdicts.check_claims(jobs))
+    for row in rows:
+        stored = known.get((row["rerun_a_run_id"], row["rerun_b_run_id"]))
+        if stored:
+            pooled = _checked(row, stored[0])
+            each = [dict(s, **{k: _checked(row, i)[k] for k in ("verdict", "reason_code")}) for s, i in stored[1]]
+        else:
+            pooled = next(checked)
+            each = [dict(next(checked), session=session, evidence_file=file, rerun_a_run_id=a, rerun_b_run_id=b)
+                    for session, file, a, b in zip(row["session_keys"], row["session_files"], row["session_a_run_ids"],
+                                                   row["session_b_run_ids"])] if len(row["session_keys"]) > 1 else []
+        if row["source_artifact"]:
+            pooled = dict(pooled, reason=f"source artifact ({row['source_artifact']}); the rerun: {pooled['reason']}")
+        row.update({k: pooled[k] for k in ("rerun_ratio", "ci_low", "ci_high", "spread_a", "spread_b", "sessions",
+                                           "verdict", "reason", "reason_code")},
+                   n_a=pooled["n_a"], n_b=pooled["n_b"], session_intervals=[{f.name: s.get(f.name) for f in SESSION_INTERVAL} for s in each] or None)
+        if row["protocol"] == REPLICA and row["verdict"] == verdicts.NOT_RECHECKED \
+                and row["reason_code"] == reasons.TOO_FEW_REPETITIONS:
+            row["reason"] += REPLICA_BUDGET_NOTE
+        # A new session settles a claim with too few repetitions or too much noise under device time; the
+        # replica's do_bench budget gives a long pass no more repetitions on any rerun.
+        row["awaiting_rerun"] = (row["verdict"] == verdicts.NOT_RECHECKED and row["protocol"] != REPLICA
+                                 and row["reason_code"] in reasons.AWAITING)
 
 
 def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, list[float]]:
@@ -232,9 +321,49 @@ def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, 
 def _checked(row: dict, interval: verdicts.RatioInterval) -> dict:
     """What verdicts.check_claims gives for `row`, from an interval already computed."""
     decided = verdicts.verdict(row["source_ratio"], interval)
-    return {"rerun_ratio": interval.ratio, "ci_low": interval.low, "ci_high": interval.high,
-            "spread_a": interval.spread_a, "spread_b": interval.spread_b,
-            "verdict": decided.verdict, "reason": decided.reason}
+    return {"rerun_ratio": interval.ratio, "ci_low": interval.low, "ci_high": interval.high, "n_a": interval.n_a,
+            "n_b": interval.n_b, "spread_a": interval.spread_a, "spread_b": interval.spread_b,
+            "sessions": interval.sessions, "verdict": decided.verdict, "reason": decided.reason,
+            "reason_code": decided.code}
+
+
+# Source runs of a compiled provider that timed as its eager twin: within SOURCE_ARTIFACT_MATCH of it in the
+# same comparison group, while the same sweep (kernel, pass, GPU, source) shows the two apart by more than
+# SOURCE_ARTIFACT_APART elsewhere. A compiler that compiled produces other kernels than eager PyTorch, so
+# timings a fraction of a percent apart at some shapes and far apart at others say it fell back to eager
+# there (dynamo's recompile limit, as a script that compiles one module for many shapes hits it).
+SOURCE_ARTIFACT_MATCH = 0.005
+SOURCE_ARTIFACT_APART = 0.05
+SOURCE_ARTIFACTS_SQL = f"""
+WITH twins AS (
+    SELECT * FROM (VALUES {{twins}}) t(compiled, eager)
+), src AS (
+    SELECT r.* FROM ranks k JOIN runs r USING (run_id)
+    WHERE r.evidence_level = 'source-native' AND r.metric = 'latency' AND r.median_value > 0
+), pairs AS (
+    SELECT c.run_id, c.kernel, c.operation_mode, c.gpu, c.form_factor, c.source, c.provider, t.eager,
+        e.run_id AS eager_run_id, c.median_value / e.median_value AS ratio
+    FROM src c JOIN twins t ON c.provider = t.compiled
+    JOIN src e ON e.comparison_key = c.comparison_key AND e.provider = t.eager
+), sweeps AS (
+    SELECT kernel, operation_mode, gpu, form_factor, source, provider, max(abs(ratio - 1)) AS widest
+    FROM pairs GROUP BY ALL
+)
+SELECT p.run_id, p.eager_run_id, p.kernel, p.operation_mode, p.gpu, p.form_factor, p.source, p.provider,
+    p.ratio AS ratio_to_eager, s.widest AS widest_gap_in_sweep,
+    'torch.compile fell back to eager in the source: ' || p.provider || ' timed within '
+        || round(abs(p.ratio - 1) * 100, 2) || '% of ' || p.eager || ' here, and up to '
+        || round(s.widest * 100, 1) || '% apart elsewhere in the same sweep' AS reason
+FROM pairs p JOIN sweeps s USING (kernel, operation_mode, gpu, form_factor, source, provider)
+WHERE abs(p.ratio - 1) <= {SOURCE_ARTIFACT_MATCH} AND s.widest > {SOURCE_ARTIFACT_APART}
+""".format(twins=", ".join(f"('{c}', '{e}')" for c, e in catalog.COMPILED_PROVIDERS.items()))
+
+
+def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """{source run id: why its series measured something other than its label}, for the runs in scope."""
+    return dict(con.execute(f"SELECT run_id, reason FROM ({SOURCE_ARTIFACTS_SQL}) "
+                            "WHERE run_id IN (SELECT run_id FROM ranks WHERE comparison_key IN "
+                            "(SELECT comparison_key FROM scope_groups))").fetchall())
 
 
 def claims_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict]:

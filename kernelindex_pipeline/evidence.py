@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import kernels
-from kernelindex_pipeline import catalog
+from kernelindex_pipeline import catalog, reasons
 from kernelindex_pipeline.identity import Published, digest, manifest_name, published, run_id, slugify
 from kernelindex_pipeline.normalize import workload_definition
 
@@ -87,6 +87,9 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         "implementation_digest": published(impl.manifest()).digest, "evidence_file": evidence_file,
         "record": line or json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
         "status_reason": record.get("reason"),
+        "status_code": record.get("reason_code") or reasons.legacy_code(record["status"], record.get("reason")),
+        # One rerun process; files written before records named theirs hold one session each.
+        "session": record.get("session") or evidence_file,
     }
     return row, protocol, environment, workload
 

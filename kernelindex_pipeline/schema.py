@@ -12,6 +12,11 @@ The `digest_aliases` view lists the v1alpha1 digest of every object published as
 RUN_MANIFESTS_COLUMNS = ("run_id VARCHAR, run VARCHAR USING COMPRESSION zstd, run_digest VARCHAR, protocol_digest VARCHAR, "
                          "environment_digest VARCHAR, run_digest_v1alpha1 VARCHAR")
 
+# One session's own interval and verdict, where a claim pooled several (claim_checks.session_intervals).
+SESSION_INTERVALS_TYPE = ("STRUCT(session VARCHAR, evidence_file VARCHAR, rerun_a_run_id VARCHAR, "
+                          "rerun_b_run_id VARCHAR, rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_a BIGINT, "
+                          "n_b BIGINT, spread_a DOUBLE, spread_b DOUBLE, verdict VARCHAR, reason_code VARCHAR)")
+
 SCHEMA_SQL = f"""
 CREATE TABLE IF NOT EXISTS snapshots (
     revision_key VARCHAR, source VARCHAR, stream VARCHAR, source_file VARCHAR, commit VARCHAR,
@@ -47,7 +52,7 @@ CREATE TABLE IF NOT EXISTS controlled_runs (
     workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR, status VARCHAR,
     comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
     implementation_digest VARCHAR, evidence_file VARCHAR, record JSON, family VARCHAR, samples DOUBLE[],
-    status_reason VARCHAR);
+    status_reason VARCHAR, status_code VARCHAR, session VARCHAR);
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
     operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
@@ -93,7 +98,7 @@ CREATE TABLE IF NOT EXISTS reproductions (
     ratio_of_medians DOUBLE, source_order VARCHAR, controlled_order VARCHAR, order_held BOOLEAN);
 """
 
-MIGRATIONS_SQL = """
+MIGRATIONS_SQL = f"""
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS state VARCHAR;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS problem VARCHAR;
 ALTER TABLE snapshots ADD COLUMN IF NOT EXISTS publication BIGINT;
@@ -106,6 +111,8 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS awaiting_rerun BOOLEAN;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS family VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS samples DOUBLE[];
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_reason VARCHAR;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_code VARCHAR;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS session VARCHAR;
 ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS run_digest_v1alpha1 VARCHAR;
 ALTER TABLE protocols ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE environments ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
@@ -114,6 +121,11 @@ ALTER TABLE workloads ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE run_keys ADD COLUMN IF NOT EXISTS kernel VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS spread_a DOUBLE;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS spread_b DOUBLE;
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS claim_type VARCHAR;
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS reason_code VARCHAR;
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS source_artifact VARCHAR;
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS sessions INTEGER;
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS session_intervals {SESSION_INTERVALS_TYPE}[];
 """
 
 def manifests_sql(run_manifests: str = "run_manifests") -> str:

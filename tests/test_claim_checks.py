@@ -86,10 +86,11 @@ def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
     assert batches > 1 and groups == 1 and environments == 1
 
 
-def _record(template: dict, provider: str, samples: list[float], family: str) -> dict:
+def _record(template: dict, provider: str, samples: list[float], family: str,
+            observed_at: str = "2026-12-04T00:00:00Z") -> dict:
     record = json.loads(json.dumps(template))
     record.update(provider=provider, samples=samples, median=int(sorted(samples)[len(samples) // 2]),
-                  p20=int(min(samples)), p80=int(max(samples)), observed_at="2026-12-04T00:00:00Z")
+                  p20=int(min(samples)), p80=int(max(samples)), observed_at=observed_at)
     record["protocol"]["spec"]["comparability"]["family"] = family
     record["protocol"]["metadata"]["name"] += f"-{family}"
     return record
@@ -97,9 +98,9 @@ def _record(template: dict, provider: str, samples: list[float], family: str) ->
 
 @pytest.fixture(scope="module")
 def decided_home(tmp_path_factory) -> Path:
-    """A warehouse of the shipped snapshots plus one rerun batch of the seed llama4_rope backward with
-    samples: device time says liger is faster (the source's huggingface < liger reversed), the replayed
-    source harness says they are at parity within noise."""
+    """A warehouse of the shipped snapshots plus two rerun sessions of the seed llama4_rope backward with
+    samples: device time says liger is faster (the source's huggingface < liger reversed) in both, by 2x in
+    one and 1.8x in the other; the replayed source harness (first session only) says they are at parity."""
     root = tmp_path_factory.mktemp("decided")
     with gzip.open(REPO / "data" / "evidence" / "h200-2026-12-03-v18.jsonl.gz", "rt") as handle:
         template = next(r for r in map(json.loads, handle) if r["kernel"] == "llama4_rope" and r["mode"] == "backward"
@@ -109,10 +110,13 @@ def decided_home(tmp_path_factory) -> Path:
                _record(template, "huggingface", [2 * v for v in device], "kernelindex_rerun"),
                _record(template, "liger", [160_000 + 100 * i for i in range(20)], SOURCE_REPLICA_FAMILY),
                _record(template, "huggingface", [160_500 + 100 * i for i in range(20)], SOURCE_REPLICA_FAMILY)]
+    second = [_record(template, "liger", device, "kernelindex_rerun", "2026-12-05T00:00:00Z"),
+              _record(template, "huggingface", [1.8 * v for v in device], "kernelindex_rerun", "2026-12-05T00:00:00Z")]
     evidence = root / "evidence"
     evidence.mkdir()
-    with gzip.open(evidence / "h200-2026-12-04-test.jsonl.gz", "wt") as handle:
-        handle.writelines(json.dumps(r) + "\n" for r in records)
+    for name, batch in (("h200-2026-12-04-test.jsonl.gz", records), ("h200-2026-12-05-test.jsonl.gz", second)):
+        with gzip.open(evidence / name, "wt") as handle:
+            handle.writelines(json.dumps(r) + "\n" for r in batch)
     wh = Warehouse(root / "home")
     source = DirectorySource(str(SNAPSHOTS))
     for revision in source.list_revisions():
@@ -126,7 +130,7 @@ def test_samples_decide_the_seed_claim_under_both_protocols(decided_home):
         decided_home, "SELECT c.protocol, verdict, rerun_ratio, ci_low, ci_high, host_bound FROM claim_checks c "
                       "JOIN runs r ON r.run_id = c.b_run_id WHERE r.external_id = ?", [SEED]))
     device, replica = rows["kernelindex-device-time"], rows["source-replica"]
-    assert device[0] == "reversed" and device[2] < 0.6 < 1 - 0.02  # liger at half huggingface's time
+    assert device[0] == "reversed" and device[3] < 0.6 < 1 - 0.02  # liger at about half huggingface's time
     assert replica[0] == "indistinguishable" and replica[2] <= 1.02 and replica[3] >= 0.98
     assert device[4] is True and replica[4] is True  # the two protocols disagree: host-bound
 
@@ -163,3 +167,65 @@ def test_the_readme_coverage_query_counts_groups_without_a_waiting_claim(shipped
     for protocol, groups, answered, percent in rows:
         assert answered == groups - waiting.get(protocol, 0) and 0 < answered <= groups
         assert percent == round(100 * answered / groups, 1)
+
+
+def test_a_verdict_pools_the_sessions_that_measured_both_and_keeps_each_ones_answer(decided_home):
+    [(sessions, ratio, low, high, per_session)] = query(
+        decided_home, "SELECT sessions, rerun_ratio, ci_low, ci_high, session_intervals FROM claim_checks c "
+                      "JOIN runs r ON r.run_id = c.b_run_id WHERE r.external_id = ? AND protocol = 'kernelindex-device-time'",
+        [SEED])
+    assert sessions == 2 and len(per_session) == 2
+    first, second = sorted(per_session, key=lambda s: s["rerun_ratio"])
+    assert first["rerun_ratio"] == pytest.approx(0.5, rel=1e-3) and second["rerun_ratio"] == pytest.approx(1 / 1.8, rel=1e-3)
+    assert first["evidence_file"] != second["evidence_file"]
+    assert first["ci_high"] < second["ci_low"], "the sessions disagree beyond their own intervals"
+    assert low <= first["rerun_ratio"] and high >= second["rerun_ratio"], "the pooled interval spans both sessions"
+    assert {s["verdict"] for s in per_session} == {"reversed"}
+    [(replica_sessions, replica_per_session)] = query(
+        decided_home, "SELECT sessions, session_intervals FROM claim_checks c JOIN runs r ON r.run_id = c.b_run_id "
+                      "WHERE r.external_id = ? AND protocol = 'source-replica'", [SEED])
+    assert replica_sessions == 1 and replica_per_session is None
+
+
+def test_no_label_contradicts_its_own_interval(shipped_warehouse):
+    from kernelindex_pipeline import verdicts
+
+    sql = (REPO / "docs" / "verdict-consistency.sql").read_text()
+    with shipped_warehouse.reader() as con:
+        assert con.execute(sql).fetchall() == []
+        rows = con.execute("SELECT source_ratio, verdict, ci_low, ci_high, claim_type FROM claim_checks").fetchall()
+    decided = [r for r in rows if r[1] != "not re-checked"]
+    assert len(decided) > 1000
+    assert all(verdicts.consistent(ratio, verdict, low, high) for ratio, verdict, low, high, _ in rows)
+    assert all(kind == verdicts.claim_type(ratio) for ratio, _, _, _, kind in decided)
+
+
+def test_every_claim_without_a_verdict_has_a_reason_code(shipped_warehouse):
+    from kernelindex_pipeline import reasons
+
+    with shipped_warehouse.reader() as con:
+        codes = dict(con.execute("SELECT reason_code, count(*) FROM claim_checks WHERE verdict = 'not re-checked' "
+                                 "GROUP BY ALL").fetchall())
+        (decided_with_code,) = con.execute("SELECT count(*) FROM claim_checks WHERE verdict <> 'not re-checked' "
+                                           "AND reason_code IS NOT NULL").fetchone()
+    assert None not in codes and set(codes) <= set(reasons.CLAIM_CODES), codes
+    assert decided_with_code == 0
+    assert {"latency_only", "failed_correctness", "unverified_provider"} <= set(codes)
+
+
+def test_a_compiled_provider_whose_rerun_did_not_record_its_graphs_decides_nothing(shipped_warehouse):
+    """The shipped torch.compile reruns predate the record of what dynamo compiled: they may have timed
+    eager PyTorch, so no claim of theirs gets a verdict, and each awaits a rerun."""
+    assert_unrecorded_compiles_decide_nothing(shipped_warehouse.home, {"embedding"})
+
+
+def assert_unrecorded_compiles_decide_nothing(home: Path, kernels: set[str]) -> None:
+    rows = query(home, "SELECT DISTINCT kernel, protocol, verdict, reason_code, awaiting_rerun FROM claim_checks "
+                       "WHERE 'torch_compile' IN (a_provider, b_provider) AND evidence_file IS NOT NULL "
+                       "AND reason_code IS DISTINCT FROM 'latency_only'")
+    assert {k for k, *_ in rows} == kernels
+    assert {v for _, _, v, _, _ in rows} == {"not re-checked"}
+    unverified = {(p, w) for _, p, _, c, w in rows if c == "unverified_provider"}
+    assert unverified == {("kernelindex-device-time", True), ("source-replica", True)}
+    # Otherwise only a settled answer of the rerun's own: the provider failed its correctness check.
+    assert {c for *_, c, _ in rows} <= {"unverified_provider", "failed_correctness"}

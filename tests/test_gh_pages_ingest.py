@@ -9,6 +9,7 @@ import re
 
 import pytest
 from conftest import query
+from test_claim_checks import assert_unrecorded_compiles_decide_nothing
 from test_export import text_of
 from shipped_warehouse import REPO, SHIPPED_UPSTREAM, ingest_into
 
@@ -259,3 +260,35 @@ def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(
     assert unbuildable, "the shipped data has no qwen2vl_mrope workload without input shapes"
     assert all(T.input_bytes(t["kernel"], t["params"], T.tensor_dtype(t)) is not None for t in chosen)
     assert not [t for t in chosen if t["kernel"] == "qwen2vl_mrope" and t["params"] in unbuildable]
+
+
+def test_no_label_in_the_default_build_contradicts_its_own_interval(both_home):
+    from kernelindex_pipeline import verdicts
+
+    assert query(both_home, (REPO / "docs" / "verdict-consistency.sql").read_text()) == []
+    rows = query(both_home, "SELECT source_ratio, verdict, ci_low, ci_high FROM claim_checks")
+    assert sum(v != "not re-checked" for _, v, _, _ in rows) > 1000
+    assert all(verdicts.consistent(*row) for row in rows)
+
+
+def test_the_source_dyt_torch_compile_series_is_named_a_source_artifact(both_home):
+    """Upstream's DyT torch.compile series times as eager PyTorch (within half a percent) at some shapes
+    while far from it at others: dynamo fell back to eager there. Its claims say so; the rest of the
+    series, where it compiled, is not flagged."""
+    flagged = query(both_home, "SELECT DISTINCT kernel, a_provider, b_provider, source_artifact FROM claim_checks "
+                               "WHERE source_artifact IS NOT NULL")
+    [(torch_compile_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
+                                                 "WHERE kernel = 'dyt' AND 'torch_compile' IN (a_provider, b_provider)")
+    assert flagged and {k for k, *_ in flagged} == {"dyt"}
+    assert all("torch_compile" in (a, b) and reason.startswith("torch.compile fell back to eager in the source")
+               for _, a, b, reason in flagged)
+    [(flagged_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
+                                           "WHERE source_artifact IS NOT NULL")
+    assert 0 < flagged_claims < torch_compile_claims
+    reasons = query(both_home, "SELECT DISTINCT reason FROM claim_checks WHERE source_artifact IS NOT NULL "
+                               "AND verdict <> 'not re-checked'")
+    assert all(r.startswith("source artifact (torch.compile fell back") for (r,) in reasons)
+
+
+def test_dyt_torch_compile_reruns_without_their_graphs_decide_nothing(both_home):
+    assert_unrecorded_compiles_decide_nothing(both_home, {"dyt", "embedding"})
