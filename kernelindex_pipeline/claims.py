@@ -35,7 +35,9 @@ WITH source AS (
         a.gpu || coalesce(' ' || a.form_factor, '') AS source_gpu,
         a.provider AS a_provider, a.implementation AS a_implementation, a.run_id AS a_run_id,
         b.provider AS b_provider, b.implementation AS b_implementation, b.run_id AS b_run_id,
-        a.median_value AS source_a_median, b.median_value AS source_b_median
+        a.median_value AS source_a_median, b.median_value AS source_b_median,
+        coalesce((SELECT bool_or(w.shapes_known) FROM workloads w WHERE w.workload_digest = a.workload_digest), false)
+            AS shapes_known
     FROM source a JOIN source b
       ON a.comparison_key = b.comparison_key AND a.run_id <> b.run_id
      AND (a.rank < b.rank OR (a.rank = b.rank AND a.provider < b.provider))
@@ -259,6 +261,9 @@ def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -
             latency.append(row)
         out.append(row)
     _check_latency(con, latency, known)
+    for row in out:
+        # A rerun can settle only a workload whose input shapes its parameters give.
+        row["awaiting_rerun"] = row["awaiting_rerun"] and row["shapes_known"]
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]

@@ -52,7 +52,10 @@ def version_label(name: str) -> str:
 
 
 def torch_compiled(module, x):
-    """``torch.compile(module)`` with default inductor settings, as upstream's scripts build it.
+    """``torch.compile(module)`` with default inductor settings, as upstream's scripts build it, compiled
+    afresh: dynamo's caches and counters are reset first, so that no recompile count carries over from
+    another workload (past its recompile limit dynamo runs eager without an error) and its counters tell
+    what this build compiled (``kernelindex_pipeline.gpu.compiled``).
 
     Off CUDA, inductor needs a working C++ toolchain; one forward and backward over ``x`` here compiles both
     graphs, so that a toolchain that cannot build them makes the provider unavailable rather than failed.
@@ -60,6 +63,8 @@ def torch_compiled(module, x):
     """
     import torch
 
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     compiled = torch.compile(module)
     if not x.is_cuda:
         try:

@@ -51,11 +51,12 @@ def test_only_unchecked_keeps_workloads_awaiting_a_rerun(shipped_warehouse):
     with shipped_warehouse.reader() as con:
         every = T.warehouse_targets(con)
         unchecked = T.warehouse_targets(con, only_unchecked=True)
-        settled = con.execute("""
+        # A Liger backend tag that no adapter built when last measured is measurable now through its alias.
+        retagged = {d for _, d, p in con.execute(T.PROVIDER_MISSING_SQL).fetchall() if p in T.PROVIDER_TAGS}
+        settled = [(k, d) for k, d in con.execute("""
             SELECT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
             GROUP BY ALL HAVING NOT bool_or(c.awaiting_rerun)
-               AND NOT bool_or(coalesce(c.reason, '') SIMILAR TO '.*no rerun provider for liger_(triton|cutile|cutedsl)')
-        """).fetchall()
+        """).fetchall() if d not in retagged]
         awaiting = con.execute("""
             SELECT DISTINCT r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
             WHERE c.awaiting_rerun

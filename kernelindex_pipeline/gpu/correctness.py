@@ -8,7 +8,9 @@ import torch
 
 from kernels._adapter import RerunAdapter, Unavailable
 from kernels._tensors import as_tuple, generator, randn
+from kernelindex_pipeline import reasons
 from kernelindex_pipeline.gpu import protocol as P
+from kernelindex_pipeline.gpu.compiled import compile_report, fell_back, is_compiled
 
 # The upstream gradients are drawn from a generator of their own, seeded this far from the check's seed,
 # so that they never repeat the values of the inputs (drawn from the seed itself); a prime far from the
@@ -71,7 +73,9 @@ def reference_outputs(impl: RerunAdapter, inputs: dict, dys, params=None):
 
 def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, device, seeds=P.CORRECTNESS_SEEDS,
                       build=None) -> dict:
-    """{provider: correctness dict} with ``status`` passed/failed (or ``unavailable`` with a reason).
+    """{provider: correctness dict} with ``status`` passed/failed (or ``unavailable``), and unless passed a
+    ``reason`` and its ``code``. A compiled provider also carries ``compile`` (what dynamo compiled) and
+    fails where any frame fell back to eager.
 
     ``build`` overrides ``impl.build`` (tests use it to plant a broken kernel)."""
     build = build or impl.build
@@ -101,7 +105,14 @@ def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, d
                 grads = torch.autograd.grad(outs, leaves, dys, allow_unused=True)
             except Exception as exc:  # noqa: BLE001 - a crash is a correctness failure
                 res.setdefault("reason", f"raised {type(exc).__name__}: {exc}"[:500])
+                res.setdefault("code", reasons.RAISED)
                 continue
+            if is_compiled(provider):
+                res["compile"] = compile_report()
+                fallback = fell_back(res["compile"])
+                if fallback:
+                    res.setdefault("reason", fallback)
+                    res.setdefault("code", reasons.FELL_BACK)
             for name, o, r in zip(impl.OUTPUT_NAMES, outs, ref_outs):
                 _worst(res["outputs"], name, rel_error(o, r), tol_out)
             for name, g in zip(impl.GRAD_INPUTS, grads):
@@ -113,7 +124,8 @@ def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, d
     final = {}
     for provider in providers:
         if provider in unavailable:
-            final[provider] = {"status": "unavailable", "reason": unavailable[provider]}
+            final[provider] = {"status": "unavailable", "reason": unavailable[provider],
+                               "code": reasons.UNAVAILABLE_PROVIDER}
             continue
         res = results[provider]
         bad = [f"{kind[:-1]} {n}: rel_error {v['rel_error']:.3g} > {v['tolerance']:.3g}"
@@ -122,6 +134,7 @@ def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, d
         if "reason" in res or bad:
             res["reason"] = "; ".join(([res["reason"]] if "reason" in res else []) + bad)
             res["status"] = "failed"
+            res.setdefault("code", reasons.FAILED_CORRECTNESS)
         else:
             res["status"] = "passed"
         res["label"] = labels.get(provider)

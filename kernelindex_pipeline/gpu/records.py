@@ -43,11 +43,13 @@ def achieved(nbytes: int, nflops: int, median_ns: int | None, env: dict) -> dict
 
 def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str, mode: str, metric: str,
                     stats: dict | None, outcome: dict, env: dict, observed_at: str, protocol: dict,
-                    code_revision: str | None = None) -> dict:
-    """The record of one provider's ``metric`` in ``mode`` under ``protocol``.
+                    code_revision: str | None = None, session: str | None = None) -> dict:
+    """The record of one provider's ``metric`` in ``mode`` under ``protocol``, in rerun ``session`` (one
+    process).
 
     ``outcome`` is the provider's correctness result: its ``status`` (passed, failed, unavailable,
-    too_large) and, unless passed, its ``reason``. ``stats`` is None (null timings) unless it passed;
+    too_large, timeout) and, unless passed, its ``reason`` and ``code`` (`kernelindex_pipeline.reasons`);
+    a compiled provider's ``compile`` says what dynamo compiled. ``stats`` is None (null timings) unless it passed;
     latency stats carry ``samples``, every repetition's time in ns."""
     params, dtype = target["params"], target["dtype"]
     nbytes = int(impl.bytes_moved(params, tensor_dtype(target), mode))
@@ -75,6 +77,9 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
         "samples": (list(stats["samples"]) if stats and "samples" in stats else None) if latency else None,
         "status": status,
         "reason": reason,
+        "reason_code": None if status == "passed" else outcome.get("code"),
+        "compile": outcome.get("compile"),
+        "session": session,
         "correctness": corr,
         "params": dict(params),
         "dtype": dtype,

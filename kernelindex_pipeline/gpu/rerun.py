@@ -16,17 +16,21 @@ targets it did not reach in ``remaining.json`` (rewritten after every target), t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as _dt
 import gc
 import os
+import signal
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from kernels._adapter import RerunAdapter, load_adapter
+from kernelindex_pipeline import reasons
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.records import append_records, evidence_name
 from kernelindex_pipeline.gpu.targets import (
@@ -44,6 +48,9 @@ LIGER_IMPL_VARIABLE = "LIGER_KERNEL_IMPL"
 NO_CUDA_MESSAGE = "kernelindex rerun: no CUDA device available here; nothing was measured and nothing was written"
 # What a target is expected to take before any target of the session has been measured.
 FIRST_TARGET_ESTIMATE_S = 30.0
+# A target still measuring after this long is recorded as `timeout` and the session goes on: the slowest
+# finished targets take about a minute (correctness on three seeds, memory, both protocols).
+TARGET_TIMEOUT_S = 240.0
 
 
 class NoCudaDevice(RuntimeError):
@@ -82,7 +89,7 @@ def protocol_metrics(target: dict) -> dict[str, tuple[dict, list[str]]]:
 
 
 def target_records(target: dict, impl: RerunAdapter, outcomes: dict, stats: dict, env: dict, observed_at: str,
-                   code_revision: str | None) -> dict[str, list[dict]]:
+                   code_revision: str | None, session: str | None = None) -> dict[str, list[dict]]:
     """{provider: its records under both protocols}: every provider of the target (measured or not) and
     every provider the target lists as unavailable, for each mode and metric."""
     from kernelindex_pipeline.gpu.records import evidence_record
@@ -97,7 +104,8 @@ def target_records(target: dict, impl: RerunAdapter, outcomes: dict, stats: dict
                 for metric in metrics:
                     st = measured.get((mode, metric)) if result["status"] == "passed" else None
                     recs.append(evidence_record(target, impl, provider, outcome.get("label") or provider, mode, metric,
-                                                st, result, env, observed_at, documents[mode], code_revision))
+                                                st, result, env, observed_at, documents[mode], code_revision,
+                                                session))
         out[provider] = recs
     return out
 
@@ -130,42 +138,115 @@ def _is_oom(reason: str | None) -> bool:
     return bool(reason) and "OutOfMemoryError" in reason
 
 
-def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=print) -> tuple[dict, dict]:
+class TargetTimeout(BaseException):
+    """A target ran past its time (``target_deadline``). A BaseException, as KeyboardInterrupt is, so that
+    the handlers that record one provider's crash and go on let it through to the target."""
+
+
+@contextlib.contextmanager
+def target_deadline(seconds: float | None):
+    """Raise TargetTimeout in this (main) thread once ``seconds`` have passed. The signal lands between
+    Python steps: a pass that launches kernels and waits on them is stopped at its next step, the device
+    work already queued still finishing."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TargetTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _failure(exc: BaseException, what: str) -> dict:
+    """The outcome of a provider whose ``what`` raised ``exc``: too_large on running out of device memory."""
+    if _is_oom(repr(exc)):
+        return {"status": "too_large", "reason": f"{what} crashed: {exc!r}"[:500], "code": reasons.TOO_LARGE}
+    return {"status": "failed", "reason": f"{what} crashed: {exc!r}"[:500], "code": reasons.RAISED}
+
+
+def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=print, device: str = "cuda",
+                   timeout_s: float | None = None) -> tuple[dict, dict]:
     """(outcomes, stats) of one target: each provider's status (correctness first, once), then the
     measurements of those that passed, ``stats`` as {family: {provider: {(mode, metric): stats}}} (with an
-    ``outcome`` entry where a provider's measurement under that protocol alone crashed)."""
-    from kernelindex_pipeline.gpu.correctness import check_correctness
-    from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, measure_replica, release_memory
+    ``outcome`` entry where a provider's measurement under that protocol alone crashed). A compiled provider
+    that fell back to eager in any phase is failed (code ``fell_back``) and keeps no timings. Past
+    ``timeout_s`` the providers not yet settled are ``timeout``, with the time the target took."""
+    from kernelindex_pipeline.gpu.harness import release_memory
 
     kernel = target["kernel"]
-    outcomes = {p: {"status": "unavailable", "reason": r} for p, r in target.get("unavailable", {}).items()}
+    outcomes = {p: {"status": "unavailable", "reason": r, "code": reasons.NO_RERUN_PROVIDER}
+                for p, r in target.get("unavailable", {}).items()}
     stats: dict = {P.RERUN_FAMILY: {}, P.SOURCE_REPLICA_FAMILY: {}}
     providers = [p for p in target["providers"] if p not in outcomes]
     large = too_large_reason(kernel, target["params"], tensor_dtype(target), device_bytes)
     if large:
-        outcomes.update({p: {"status": "too_large", "reason": large} for p in providers})
+        outcomes.update({p: {"status": "too_large", "reason": large, "code": reasons.TOO_LARGE} for p in providers})
         return outcomes, stats
+    started = time.monotonic()
     try:
-        corr = check_correctness(impl, providers, target["params"], tensor_dtype(target), "cuda")
-    except Exception as exc:  # noqa: BLE001 - one target's crash does not end the session
-        reason = f"correctness check crashed: {exc!r}"[:500]
-        status = "too_large" if _is_oom(repr(exc)) else "failed"
-        outcomes.update({p: {"status": status, "reason": reason} for p in providers})
+        with target_deadline(timeout_s):
+            _measure(target, impl, providers, outcomes, stats, log, device)
+    except TargetTimeout:
+        elapsed = time.monotonic() - started
+        log(f"  {kernel} {target['params']}: timed out after {elapsed:.0f} s")
+        for p in providers:
+            if outcomes.get(p, {}).get("status", "passed") == "passed":
+                outcomes[p] = {"status": "timeout", "code": reasons.TIMEOUT,
+                               "reason": f"the target did not finish within {timeout_s:g} s (stopped after "
+                                         f"{elapsed:.0f} s)", "elapsed_s": round(elapsed, 1)}
+                for family in stats.values():
+                    family.pop(p, None)
+        if device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
         release_memory()
-        return outcomes, stats
+    return outcomes, stats
+
+
+def _measure(target: dict, impl: RerunAdapter, providers: list[str], outcomes: dict, stats: dict, log, device: str):
+    """The phases of ``measure_target``, filling ``outcomes`` and ``stats`` as they go."""
+    from kernelindex_pipeline.gpu.compiled import compile_report, fell_back, is_compiled
+    from kernelindex_pipeline.gpu.correctness import check_correctness
+    from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, measure_replica, release_memory
+
+    kernel = target["kernel"]
+    try:
+        corr = check_correctness(impl, providers, target["params"], tensor_dtype(target), device)
+    except Exception as exc:  # noqa: BLE001 - one target's crash does not end the session
+        outcomes.update({p: _failure(exc, "correctness check") for p in providers})
+        release_memory()
+        return
     for p in providers:
         c = dict(corr[p])
         if c["status"] == "failed" and _is_oom(c.get("reason")):
-            c["status"] = "too_large"
+            c.update(status="too_large", code=reasons.TOO_LARGE)
         outcomes[p] = c
     release_memory()
 
     def crashed(ps, what, exc):
         log(f"  {kernel} {ps}: {what} crashed: {exc!r}")
         for p in ps:
-            status = "too_large" if _is_oom(repr(exc)) else "failed"
-            outcomes[p] = dict(outcomes[p], status=status, reason=f"{what} crashed: {exc!r}"[:500])
+            outcomes[p] = dict(outcomes[p], **_failure(exc, what))
         release_memory()
+
+    def still_compiled(family, ps, what):
+        """A compiled provider that fell back while ``what`` timed it keeps no timings of this protocol."""
+        for p in ps:
+            if is_compiled(p):
+                report = compile_report()
+                fallback = fell_back(report)
+                if fallback:
+                    log(f"  {kernel} {p}: {fallback} during {what}")
+                    stats[family][p] = {"outcome": dict(outcomes[p], status="failed", code=reasons.FELL_BACK,
+                                                        reason=f"{fallback} during {what}", compile=report)}
 
     metrics = target.get("metrics", ["latency", "peak_memory"])
     passed = lambda: [p for p in providers if outcomes[p]["status"] == "passed"]  # noqa: E731
@@ -179,18 +260,18 @@ def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=prin
         try:
             for p, st in measure_latency(impl, target, passed()).items():
                 stats[P.RERUN_FAMILY].setdefault(p, {}).update(st)
+            still_compiled(P.RERUN_FAMILY, passed(), "device-time latency")
         except Exception as exc:  # noqa: BLE001 - recorded as failed providers
             crashed(passed(), "latency measurement", exc)
         for p in passed():
             try:
                 stats[P.SOURCE_REPLICA_FAMILY].setdefault(p, {}).update(measure_replica(impl, target, [p])[p])
+                still_compiled(P.SOURCE_REPLICA_FAMILY, [p], "source-replica latency")
             except Exception as exc:  # noqa: BLE001 - recorded as failed under this protocol alone
                 log(f"  {kernel} {p}: source-replica measurement crashed: {exc!r}")
-                status = "too_large" if _is_oom(repr(exc)) else "failed"
                 stats[P.SOURCE_REPLICA_FAMILY][p] = {
-                    "outcome": dict(outcomes[p], status=status, reason=f"source-replica measurement crashed: {exc!r}"[:500])}
+                    "outcome": dict(outcomes[p], **_failure(exc, "source-replica measurement"))}
                 release_memory()
-    return outcomes, stats
 
 
 def run_within_budget(targets: list[dict], measure: Callable[[dict], object], budget_s: float | None = None,
@@ -228,12 +309,14 @@ def run_within_budget(targets: list[dict], measure: Callable[[dict], object], bu
 
 
 def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print, budget_s: float | None = None,
-               remaining_path=None, clock: Callable[[], float] = time.monotonic) -> list[dict]:
+               remaining_path=None, clock: Callable[[], float] = time.monotonic,
+               target_timeout_s: float | None = TARGET_TIMEOUT_S) -> list[dict]:
     """Check, measure and record ``targets`` within ``budget_s``; returns the records appended to
     ``out_path``. Every target's kernel adapter is loaded (and checked against
     ``kernels._adapter.RerunAdapter``) before anything is measured; the targets not reached are written to
     ``remaining_path`` (when given). Only the providers of this process's Liger backend (LIGER_KERNEL_IMPL,
-    ``targets.session_slice``) are measured."""
+    ``targets.session_slice``) are measured. Every record names this session (one process: its own inputs,
+    seeds and warm-ups), so that verdicts can pool independent sessions."""
     if not cuda_available():
         raise NoCudaDevice(NO_CUDA_MESSAGE)
     started = clock()
@@ -254,6 +337,8 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
         f"spin clock {max_sm_clock_hz() / 1e6:.0f} MHz")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    session = f"{out_path.name.removesuffix('.jsonl.gz')}-{uuid.uuid4().hex[:12]}"
+    log(f"session {session}")
     records: list[dict] = []
     if remaining_path is not None:
         write_targets(remaining_path, targets)
@@ -261,8 +346,8 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
     def measure(target):
         t0 = time.time()
         impl = with_aliases(adapters[target["kernel"]], target.get("aliases", {}))
-        outcomes, stats = measure_target(target, impl, device_bytes, log)
-        by_provider = target_records(target, impl, outcomes, stats, env, _now(), revisions[target["kernel"]])
+        outcomes, stats = measure_target(target, impl, device_bytes, log, timeout_s=target_timeout_s)
+        by_provider = target_records(target, impl, outcomes, stats, env, _now(), revisions[target["kernel"]], session)
         for provider, recs in by_provider.items():
             o = outcomes[provider]
             if o["status"] != "passed":
@@ -299,6 +384,8 @@ def main(argv=None) -> int:
                     help="measure the providers upstream ran on this Liger-Kernel backend (sets LIGER_KERNEL_IMPL); "
                     "default: every other provider, Liger on its Triton backend")
     ap.add_argument("--remaining", help="where the targets not reached go (default: remaining.json beside the evidence)")
+    ap.add_argument("--target-timeout", type=float, default=TARGET_TIMEOUT_S,
+                    help=f"seconds before a target still measuring is recorded as timeout (default {TARGET_TIMEOUT_S:g})")
     args = ap.parse_args(argv)
     if args.liger_impl:
         # Before anything imports liger_kernel, which reads it once.
@@ -324,7 +411,7 @@ def main(argv=None) -> int:
         out = Path(args.out_dir) / evidence_name(torch.cuda.get_device_name(0), day, harness_revision())
     remaining = Path(args.remaining) if args.remaining else out.parent / "remaining.json"
     budget = args.budget_minutes * 60 if args.budget_minutes is not None else None
-    records = run_reruns(chosen, out, budget_s=budget, remaining_path=remaining)
+    records = run_reruns(chosen, out, budget_s=budget, remaining_path=remaining, target_timeout_s=args.target_timeout)
     print(summary_table(records))
     left = len(read_targets(remaining))
     print(f"wrote {len(records)} records to {out}; {left} targets left in {remaining}")

@@ -96,11 +96,13 @@ SELECT DISTINCT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r
 WHERE c.awaiting_rerun
 """
 
-# Workloads whose claims were left unchecked for want of a provider the rerun had no way to build then.
+# Providers whose newest rerun of a workload had no adapter to build them then (their claims are unchecked).
 PROVIDER_MISSING_SQL = """
-SELECT DISTINCT r.kernel, r.workload_digest, regexp_extract(c.reason, 'no rerun provider for (\\S+)$', 1)
-FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
-WHERE c.verdict = 'not re-checked' AND c.reason LIKE '%no rerun provider for %'
+SELECT DISTINCT kernel, workload_digest, provider FROM (
+    SELECT * FROM controlled_runs
+    QUALIFY row_number() OVER (PARTITION BY kernel, workload_digest, provider, family
+                               ORDER BY observed_at DESC, evidence_file DESC) = 1)
+WHERE status_code = 'no_rerun_provider'
 """
 
 

@@ -1,0 +1,114 @@
+"""Providers that are what their label says, and targets that end: a torch.compile provider that fell back
+to eager is failed with that reason, the project's own compiles afresh for every workload, and a target
+past its time is recorded as `timeout` while the session goes on. On the CPU, under inductor."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kernels._adapter import Built, load_adapter
+from kernelindex_pipeline import reasons
+from kernelindex_pipeline.gpu import rerun
+from kernelindex_pipeline.gpu.compiled import compile_report, fell_back
+from kernelindex_pipeline.gpu.correctness import check_correctness
+
+DYT = load_adapter("dyt")
+PARAMS = {"beta": False, "hidden": 64, "tokens": 8}
+
+
+def _dyt(x, alpha, gamma):
+    return gamma * torch.tanh(alpha * x)
+
+
+def _upstream_style(shared):
+    """A torch_compile provider built the way a script that compiles once for many shapes builds it: one
+    compiled function, reused, never reset."""
+
+    def build(provider, inputs, params):
+        if provider != "torch_compile":
+            return DYT.build(provider, inputs, params)
+        leaves = {name: inputs[name].detach().clone().float().requires_grad_(True) for name in ("x", "alpha", "gamma")}
+        return Built(lambda: (shared(leaves["x"], leaves["alpha"], leaves["gamma"]),), leaves, "torch.compile", ("y",))
+
+    return build
+
+
+def test_a_torch_compile_provider_past_dynamos_recompile_limit_is_failed_as_fallen_back():
+    torch._dynamo.reset()
+    shared = torch.compile(_dyt)
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for hidden in (16, 32):  # an earlier workload of the same script, then one past the limit
+            shared(torch.randn(4, hidden), torch.ones(1), torch.ones(hidden))
+        result = check_correctness(DYT, ["torch", "torch_compile"], PARAMS, "fp32", "cpu", seeds=(1,),
+                                   build=_upstream_style(shared))
+    assert result["torch"]["status"] == "passed"
+    compiled = result["torch_compile"]
+    assert compiled["status"] == "failed" and compiled["code"] == reasons.FELL_BACK, compiled
+    assert compiled["reason"].startswith("torch.compile fell back to eager")
+    assert compiled["compile"]["frames_compiled"] < compiled["compile"]["frames"]
+    # Its outputs were right: only the guard can tell that it ran eager.
+    assert all(v["rel_error"] <= v["tolerance"] for v in compiled["outputs"].values())
+
+
+def test_the_projects_torch_compile_provider_compiles_afresh_for_each_workload():
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for hidden in (16, 32):
+            torch.compile(_dyt)(torch.randn(4, hidden), torch.ones(1), torch.ones(hidden))
+        result = check_correctness(DYT, ["torch_compile"], PARAMS, "fp32", "cpu", seeds=(1, 2))
+    compiled = result["torch_compile"]
+    if compiled["status"] == "unavailable":
+        pytest.skip(compiled["reason"])  # inductor needs a C++ toolchain on the CPU
+    assert compiled["status"] == "passed", compiled
+    report = compiled["compile"]
+    assert report["graphs"] >= 1 and report["frames_compiled"] == report["frames"] and fell_back(report) is None
+    assert report["torch"] == torch.__version__ and report["backend"] == "inductor"
+
+
+def test_compile_report_reads_dynamos_own_counters():
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    assert fell_back(compile_report()) == "torch.compile fell back to eager: dynamo compiled no graph"
+
+
+class _Slow:
+    """DyT's adapter whose torch provider takes longer than the target may."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __getattr__(self, name):
+        return getattr(DYT, name)
+
+    def build(self, provider, inputs, params):
+        built = DYT.build(provider, inputs, params)
+        if provider != "torch":
+            return built
+
+        def slow():
+            time.sleep(self.seconds)
+            return built.fn()
+
+        return Built(slow, built.leaves, built.label, built.output_names)
+
+
+def test_a_target_past_its_time_is_recorded_as_timeout_and_the_session_goes_on():
+    target = {"kernel": "dyt", "params": PARAMS, "dtype": "fp32", "providers": ["torch"],
+              "unavailable": {"liger_cutile": "no rerun provider for liger_cutile"},
+              "modes": ["forward"], "metrics": ["latency"]}
+    started = time.monotonic()
+    outcomes, stats = rerun.measure_target(target, _Slow(2.0), 1 << 40, log=lambda *_: None, device="cpu",
+                                           timeout_s=0.5)
+    assert time.monotonic() - started < 5
+    assert outcomes["torch"]["status"] == "timeout" and outcomes["torch"]["code"] == reasons.TIMEOUT
+    assert "did not finish within 0.5 s" in outcomes["torch"]["reason"] and outcomes["torch"]["elapsed_s"] >= 0.5
+    assert outcomes["liger_cutile"]["code"] == reasons.NO_RERUN_PROVIDER
+    assert all(not per_provider for per_provider in stats.values())
+    # The next target measures as it would have: no alarm is left behind.
+    ok = {**target, "unavailable": {}, "metrics": []}
+    outcomes, _ = rerun.measure_target(ok, _Slow(0.0), 1 << 40, log=lambda *_: None, device="cpu", timeout_s=30)
+    assert outcomes["torch"]["status"] == "passed"
+    time.sleep(0.6)
