@@ -11,6 +11,8 @@ SOURCE_TITLE = "Liger-Kernel benchmarks"
 SOURCE_FAMILY = "liger_kernel_bench"
 RERUN_FAMILY = "kernelindex_rerun"  # KernelIndex's device-time protocol
 SOURCE_REPLICA_FAMILY = "source_replica"  # the source's own harness (do_bench, host overhead included), replayed
+# The rerun protocols, as claim checks name them, and the protocol family of their evidence.
+PROTOCOLS = {"kernelindex-device-time": RERUN_FAMILY, "source-replica": SOURCE_REPLICA_FAMILY}
 SOURCE_NATIVE = "source-native"
 CONTROLLED = "kernelindex-controlled"
 

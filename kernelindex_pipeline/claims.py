@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from kernelindex_pipeline import catalog, reasons, verdicts
 from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
+from kernelindex_pipeline.views import SESSION_SPREAD_SQL
 from kernelindex_pipeline.warehouse import records
 
-# Rerun protocols, as claim_checks names them, and the protocol family of their evidence.
-PROTOCOLS = {"kernelindex-device-time": catalog.RERUN_FAMILY, "source-replica": catalog.SOURCE_REPLICA_FAMILY}
+PROTOCOLS = catalog.PROTOCOLS
 DEVICE_TIME, REPLICA = PROTOCOLS
 
 # One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not, and how
@@ -143,14 +143,14 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("n_a", pa.int64()), ("n_b", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
     ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()), ("spread_a", pa.float64()), ("spread_b", pa.float64()),
     ("claim_type", pa.string()), ("reason_code", pa.string()), ("source_artifact", pa.string()),
-    ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)),
+    ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)), ("between_session_sd", pa.float64()),
 ])
 
 # The intervals already computed for rerun pairs: an interval depends only on the reruns' samples, so a
 # publication that brings no new evidence (the only kind that reuses them) takes them as they are.
 KNOWN_INTERVALS_SQL = """
 SELECT DISTINCT ON (c.rerun_a_run_id, c.rerun_b_run_id) c.rerun_a_run_id, c.rerun_b_run_id, c.rerun_ratio,
-    c.ci_low, c.ci_high, c.n_a, c.n_b, c.spread_a, c.spread_b, c.sessions, c.session_intervals
+    c.ci_low, c.ci_high, c.n_a, c.n_b, c.spread_a, c.spread_b, c.sessions, c.session_intervals, c.between_session_sd
 FROM claim_checks c SEMI JOIN _pairs p USING (rerun_a_run_id, rerun_b_run_id)
 WHERE c.ci_low IS NOT NULL AND c.spread_a IS NOT NULL AND c.sessions IS NOT NULL AND c.metric = 'latency'
 """
@@ -211,17 +211,17 @@ def _deterministic_interval(row: dict) -> verdicts.RatioInterval:
 
 
 def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[tuple[str, str], tuple]:
-    """The stored intervals of the rerun pairs in `rows`, by (rerun a, rerun b): (pooled interval, each
-    session's interval where several were pooled)."""
+    """The stored intervals of the rerun pairs in `rows`, by (rerun a, rerun b): (pooled interval, the
+    between-session spread it was widened by, each session's interval where several were pooled)."""
     pairs = {(r["rerun_a_run_id"], r["rerun_b_run_id"]) for r in rows if r["rerun_a_run_id"]}
     con.register("_pairs", pa.table({"rerun_a_run_id": [a for a, _ in pairs], "rerun_b_run_id": [b for _, b in pairs]},
                                      schema=pa.schema([("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string())])))
     known = {}
-    for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b, sessions, per_session in con.execute(
+    for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b, sessions, per_session, between in con.execute(
             KNOWN_INTERVALS_SQL).fetchall():
         pooled = verdicts.RatioInterval(ratio, low, high, n_a, n_b, verdicts.bootstrap_method(), spread_a, spread_b,
                                         sessions=sessions)
-        known[(a, b)] = pooled, [
+        known[(a, b)] = pooled, between, [
             (s, verdicts.RatioInterval(s["rerun_ratio"], s["ci_low"], s["ci_high"], s["n_a"], s["n_b"],
                                        verdicts.bootstrap_method(), s["spread_a"], s["spread_b"]))
             for s in per_session or []]
@@ -277,8 +277,11 @@ def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -
 
 def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict) -> None:
     """Interval and verdict of each latency claim with a rerun pair, pooling its sessions; where it pooled
-    several, each session's own interval and verdict too (`session_intervals`)."""
+    several, each session's own interval and verdict too (`session_intervals`); where it has one, the
+    interval widened by the spread between sessions of its kernel and protocol (`session_spread`)."""
     fresh = [row for row in rows if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
+    spread = {(kernel, protocol): sd for kernel, protocol, sd in con.execute(
+        f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
     samples = _samples_of(con, {run for r in fresh for side in ("session_a_run_ids", "session_b_run_ids")
                                 for run in r[side]})
     jobs = []
@@ -294,10 +297,13 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
     for row in rows:
         stored = known.get((row["rerun_a_run_id"], row["rerun_b_run_id"]))
         if stored:
-            pooled = _checked(row, stored[0])
-            each = [dict(s, **{k: _checked(row, i)[k] for k in ("verdict", "reason_code")}) for s, i in stored[1]]
+            pooled, between = _checked(row, stored[0]), stored[1]
+            each = [dict(s, **{k: _checked(row, i)[k] for k in ("verdict", "reason_code")}) for s, i in stored[2]]
         else:
-            pooled = next(checked)
+            pooled, between = next(checked), None
+            if pooled["sessions"] == 1 and pooled["ci_low"] is not None:
+                between = spread.get((row["kernel"], row["protocol"]), spread.get((None, row["protocol"])))
+                pooled = _checked(row, verdicts.widened(_interval_of(pooled), between or 0.0))
             each = [dict(next(checked), session=session, evidence_file=file, rerun_a_run_id=a, rerun_b_run_id=b)
                     for session, file, a, b in zip(row["session_keys"], row["session_files"], row["session_a_run_ids"],
                                                    row["session_b_run_ids"])] if len(row["session_keys"]) > 1 else []
@@ -305,7 +311,7 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
             pooled = dict(pooled, reason=f"source artifact ({row['source_artifact']}); the rerun: {pooled['reason']}")
         row.update({k: pooled[k] for k in ("rerun_ratio", "ci_low", "ci_high", "spread_a", "spread_b", "sessions",
                                            "verdict", "reason", "reason_code")},
-                   n_a=pooled["n_a"], n_b=pooled["n_b"], session_intervals=[{f.name: s.get(f.name) for f in SESSION_INTERVAL} for s in each] or None)
+                   n_a=pooled["n_a"], n_b=pooled["n_b"], between_session_sd=between, session_intervals=[{f.name: s.get(f.name) for f in SESSION_INTERVAL} for s in each] or None)
         if row["protocol"] == REPLICA and row["verdict"] == verdicts.NOT_RECHECKED \
                 and row["reason_code"] == reasons.TOO_FEW_REPETITIONS:
             row["reason"] += REPLICA_BUDGET_NOTE
@@ -321,6 +327,13 @@ def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, 
     found = dict(con.execute("SELECT run_id, samples FROM controlled_runs SEMI JOIN _sampled USING (run_id)").fetchall())
     con.unregister("_sampled")
     return found
+
+
+def _interval_of(result: dict) -> verdicts.RatioInterval:
+    """The interval a check_claims result holds."""
+    return verdicts.RatioInterval(result["rerun_ratio"], result["ci_low"], result["ci_high"], result["n_a"],
+                                  result["n_b"], verdicts.bootstrap_method(), result["spread_a"], result["spread_b"],
+                                  sessions=result["sessions"])
 
 
 def _checked(row: dict, interval: verdicts.RatioInterval) -> dict:

@@ -126,6 +126,7 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS reason_code VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS source_artifact VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS sessions INTEGER;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS session_intervals {SESSION_INTERVALS_TYPE}[];
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS between_session_sd DOUBLE;
 """
 
 def manifests_sql(run_manifests: str = "run_manifests") -> str:

@@ -31,6 +31,9 @@ Decision. The parity band is [1 - parity, 1 + parity] around ratio 1. The label 
 - `not re-checked` also when there is no rerun, no interval (a single sample) or fewer than `min_samples`
   repetitions a side; `Verdict.code` says which.
 
+A claim measured in one session only has no spread between sessions of its own: `widened` widens its
+interval by the spread measured between sessions for its kernel and protocol (the `session_spread` view).
+
 `consistent` states the rule as a predicate on (claim type, verdict, interval); docs/verdict-consistency.sql
 is the same check over `claim_checks`.
 """
@@ -39,7 +42,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 import numpy as np
 
@@ -167,6 +171,20 @@ def ratio_interval(a_samples: Iterable, b_samples: Iterable, thresholds: Thresho
                          "that measured both")
     boot = _Bootstrap(thresholds, seed)
     return boot.intervals([boot.claim(sides[0], sides[1], paired)])[0]
+
+
+def widened(interval: RatioInterval, between_sd: float, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RatioInterval:
+    """A one-session interval widened by the spread between sessions measured elsewhere (`between_sd`, a
+    standard deviation of log ratios): each half-width, in logs, is combined in quadrature with z * sd, z
+    the normal quantile of the interval's level."""
+    if interval.low is None or interval.high is None or not between_sd:
+        return interval
+    z = NormalDist().inv_cdf(1 - (1 - thresholds.confidence) / 2)
+    centre, extra = math.log(interval.ratio), (z * between_sd) ** 2
+    low = centre - math.sqrt((centre - math.log(interval.low)) ** 2 + extra)
+    high = centre + math.sqrt((math.log(interval.high) - centre) ** 2 + extra)
+    return replace(interval, low=math.exp(low), high=math.exp(high),
+                   method=f"{interval.method}; widened by a between-session spread of {between_sd:.3g} (log sd)")
 
 
 def verdict(source_ratio: float, interval: RatioInterval | None,

@@ -5,6 +5,37 @@ A *series* is one implementation (provider) in one comparison group: the same ke
 workload, environment and protocol family, followed across Liger releases and dates.
 """
 
+from kernelindex_pipeline.catalog import PROTOCOLS
+
+_PROTOCOL_VALUES = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
+
+# How far apart independent rerun sessions put the same ratio: for each pair of providers (and
+# implementation revision) measured on one workload, stack and protocol in two or more sessions, the sample
+# standard deviation over sessions of log(median b / median a); per kernel and protocol, the median and the
+# 90th percentile of those, and (kernel NULL) over every kernel.
+SESSION_SPREAD_SQL = f"""
+WITH protocols AS (
+    SELECT * FROM (VALUES {_PROTOCOL_VALUES}) p(protocol, family)
+), per_session AS (
+    SELECT c.kernel, p.protocol, c.operation_mode, c.workload_digest, c.environment_digest, c.protocol_digest,
+        c.session, c.provider, c.record->>'$.implementation.code_revision' AS revision, median(c.median_value) AS m
+    FROM controlled_runs c JOIN protocols p ON p.family = c.family
+    WHERE c.status = 'passed' AND c.metric = 'latency' AND c.median_value > 0
+    GROUP BY ALL
+), pairs AS (
+    SELECT a.kernel, a.protocol, a.operation_mode, a.workload_digest, a.environment_digest, a.protocol_digest,
+        a.provider AS a_provider, a.revision AS a_revision, b.provider AS b_provider, b.revision AS b_revision,
+        count(*) AS sessions, stddev_samp(ln(b.m / a.m)) AS sd
+    FROM per_session a JOIN per_session b USING (kernel, protocol, operation_mode, workload_digest,
+                                                environment_digest, protocol_digest, session)
+    WHERE a.provider < b.provider
+    GROUP BY ALL HAVING count(*) >= 2
+)
+SELECT kernel, protocol, count(*) AS pairs, max(sessions) AS most_sessions, median(sd) AS between_session_sd,
+    quantile_cont(sd, 0.9) AS between_session_sd_p90
+FROM pairs GROUP BY GROUPING SETS ((kernel, protocol), (protocol))
+"""
+
 # Groups whose order changed between the previous upstream revision and the latest, among the comparison
 # groups that `{groups}` (a condition on comparison_key) admits.
 RANK_CHANGES_SQL = """
@@ -147,6 +178,34 @@ SELECT kernel, protocol, count(DISTINCT comparison_key) AS groups,
     count(*) FILTER (WHERE host_bound) AS host_bound
 FROM claim_checks GROUP BY ALL;
 
+CREATE OR REPLACE VIEW session_spread AS
+{session_spread};
+
+-- Claims measured in two or more independent sessions: whether each session alone gives the same label.
+-- `kept`: every session agrees; `moved`: they differ without one saying held and another reversed;
+-- `flipped`: one says held and another reversed. `decided_*` count the claims where some session says held
+-- or reversed (the replication rate the README publishes).
+CREATE OR REPLACE VIEW verdict_replication AS
+WITH claims AS (
+    SELECT kernel, protocol, verdict, coalesce(sessions, 0) >= 2 AS replicated,
+        list_distinct(list_transform(session_intervals, lambda s: s.verdict)) AS labels
+    FROM claim_checks
+), marked AS (
+    SELECT *, replicated AND len(labels) = 1 AS kept,
+        replicated AND list_has_any(labels, ['held', 'reversed']) AS decided_replicated,
+        replicated AND list_contains(labels, 'held') AND list_contains(labels, 'reversed') AS flipped
+    FROM claims
+)
+SELECT kernel, protocol, count(*) FILTER (WHERE verdict <> 'not re-checked') AS decided_claims,
+    count(*) FILTER (WHERE replicated) AS replicated, count(*) FILTER (WHERE kept) AS kept,
+    count(*) FILTER (WHERE replicated AND NOT kept AND NOT flipped) AS moved,
+    count(*) FILTER (WHERE flipped) AS flipped,
+    count(*) FILTER (WHERE decided_replicated) AS decided_replicated,
+    count(*) FILTER (WHERE decided_replicated AND kept) AS decided_kept,
+    round(100.0 * count(*) FILTER (WHERE decided_replicated AND kept)
+          / nullif(count(*) FILTER (WHERE decided_replicated), 0), 1) AS decided_kept_pct
+FROM marked GROUP BY ALL;
+
 CREATE OR REPLACE VIEW claims_not_held AS
 SELECT kernel, operation_mode, metric, workload_slug, source_gpu, source_order, round(source_ratio, 4) AS source_ratio,
     protocol, rerun_gpu, round(rerun_ratio, 4) AS rerun_ratio, round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high,
@@ -196,4 +255,4 @@ SELECT n.kernel, n.provider, n.operation_mode, n.metric, n.workload_slug, n.gpu,
     n.benchmarked_commit AS newest_commit, n.run_id AS newest_run_id, n.median_value AS newest_median,
     round(n.median_value / r.median_value, 4) AS newest_over_golden
 FROM newest n JOIN ref r USING (kernel, provider, operation_mode, metric, workload_slug, gpu);
-""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"))
+""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), session_spread=SESSION_SPREAD_SQL)
