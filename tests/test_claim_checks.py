@@ -229,3 +229,23 @@ def assert_unrecorded_compiles_decide_nothing(home: Path, kernels: set[str]) -> 
     assert unverified == {("kernelindex-device-time", True), ("source-replica", True)}
     # Otherwise only a settled answer of the rerun's own: the provider failed its correctness check.
     assert {c for *_, c, _ in rows} <= {"unverified_provider", "failed_correctness"}
+
+
+def test_the_spread_between_sessions_is_measured_per_kernel_and_protocol(decided_home):
+    import math
+
+    rows = {(k, p): (pairs, sd) for k, p, pairs, sd in query(
+        decided_home, "SELECT kernel, protocol, pairs, between_session_sd FROM session_spread")}
+    # liger and huggingface 2x apart in one session, 1.8x in the other: the sd of the two log ratios
+    expected = abs(math.log(2.0) - math.log(1.8)) / math.sqrt(2)
+    assert rows[("llama4_rope", "kernelindex-device-time")] == (1, pytest.approx(expected, rel=1e-3))
+    assert rows[(None, "kernelindex-device-time")] == (1, pytest.approx(expected, rel=1e-3))
+    assert not any(p == "source-replica" for _, p in rows)  # the replica ran in one session only
+
+
+def test_verdict_replication_counts_the_claims_measured_in_several_sessions(decided_home):
+    [(decided, replicated, kept, moved, flipped, decided_kept, pct)] = query(
+        decided_home, "SELECT decided_claims, replicated, kept, moved, flipped, decided_kept, decided_kept_pct "
+                      "FROM verdict_replication WHERE kernel = 'llama4_rope' AND protocol = 'kernelindex-device-time'")
+    assert replicated >= 1 and kept == replicated and moved == flipped == 0 and decided_kept == replicated
+    assert pct == 100.0 and decided >= replicated

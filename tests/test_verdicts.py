@@ -34,6 +34,7 @@ from kernelindex_pipeline.verdicts import (
     host_bound,
     ratio_interval,
     verdict,
+    widened,
 )
 
 
@@ -369,3 +370,15 @@ def test_five_thousand_claims_of_fifty_samples_run_quickly():
     print(f"check_claims: 5000 claims x 50 samples x 2 sides in {elapsed:.2f} s")
     assert len(out) == 5000 and {r["verdict"] for r in out} == {HELD, REVERSED, INDISTINGUISHABLE}
     assert elapsed < 10.0
+
+
+def test_a_one_session_interval_is_widened_by_the_spread_between_sessions():
+    interval = ratio_interval(A, B_SLOWER)
+    assert widened(interval, 0.0) == interval
+    wide = widened(interval, 0.05)
+    z = 1.959963984540054
+    assert math.log(wide.high / wide.ratio) == pytest.approx(math.hypot(math.log(interval.high / interval.ratio), z * 0.05))
+    assert math.log(wide.ratio / wide.low) == pytest.approx(math.hypot(math.log(interval.ratio / interval.low), z * 0.05))
+    assert "between-session spread of 0.05" in wide.method and wide.ratio == interval.ratio
+    # Enough spread between sessions turns a clear one-session gap into an undecided one.
+    assert verdict(1.3, interval).verdict == HELD and verdict(1.3, widened(interval, 0.2)).verdict == INDISTINGUISHABLE
