@@ -26,21 +26,33 @@ DEVICE_TIME, REPLICA = PROTOCOLS
 
 # One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not, and how
 # many samples each side of the batch kept (the samples themselves are read only where they are needed).
+# One row per source claim and protocol, with the rerun batch that re-checks it (if any) and why not, the
+# sessions its verdict pools, and how many samples each side of the batch kept (the samples themselves are read
+# only where they are needed). Reruns count only at the claim's `rerun_release` of Liger-Kernel: `{release}`,
+# an expression over a claim row `cl` (the newest release the reruns used, or the claim's own).
 CANDIDATES_SQL = """
 WITH source AS (
     SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id)
     WHERE r.evidence_level = 'source-native' AND k.comparison_key IN (SELECT comparison_key FROM scope_groups)
+), current_release AS (
+    SELECT arg_max(liger_version, list_transform(string_split(liger_version, '.'), lambda x: TRY_CAST(x AS INTEGER)))
+        AS release
+    FROM controlled_runs
 ), claims AS (
     SELECT a.comparison_key, a.kernel, a.operation_mode, a.metric, a.workload_slug, a.workload_digest,
         a.gpu || coalesce(' ' || a.form_factor, '') AS source_gpu,
         a.provider AS a_provider, a.implementation AS a_implementation, a.run_id AS a_run_id,
         b.provider AS b_provider, b.implementation AS b_implementation, b.run_id AS b_run_id,
         a.median_value AS source_a_median, b.median_value AS source_b_median,
+        coalesce(a.liger_version, b.liger_version) AS source_liger_version,
         coalesce((SELECT bool_or(w.shapes_known) FROM workloads w WHERE w.workload_digest = a.workload_digest), false)
             AS shapes_known
     FROM source a JOIN source b
       ON a.comparison_key = b.comparison_key AND a.run_id <> b.run_id
      AND (a.rank < b.rank OR (a.rank = b.rank AND a.provider < b.provider))
+), claims_at AS (
+    SELECT cl.*, {release} AS rerun_release FROM claims cl, current_release
+    WHERE {claim_filter}
 ), protocols AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
 ), controlled AS (
@@ -59,9 +71,10 @@ WITH source AS (
         a.gpu || coalesce(' ' || a.form_factor, '') AS rerun_gpu, a.observed_at, a.environment_digest,
         a.protocol_digest, a.implementation_digest AS a_implementation_digest,
         b.implementation_digest AS b_implementation_digest
-    FROM claims cl CROSS JOIN protocols p
+    FROM claims_at cl CROSS JOIN protocols p
     JOIN controlled a ON a.protocol = p.protocol AND a.kernel = cl.kernel AND a.operation_mode = cl.operation_mode
         AND a.metric = cl.metric AND a.workload_digest = cl.workload_digest AND a.provider = cl.a_provider
+        AND a.liger_version = cl.rerun_release
     JOIN controlled b ON b.protocol = p.protocol AND b.evidence_file = a.evidence_file AND b.session = a.session
         AND b.kernel = a.kernel AND b.operation_mode = a.operation_mode AND b.metric = a.metric
         AND b.workload_digest = a.workload_digest AND b.provider = cl.b_provider
@@ -89,12 +102,13 @@ WITH source AS (
       AND s.b_implementation_digest = n.b_implementation_digest
     GROUP BY ALL
 ), measured AS (
-    SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol FROM controlled
+    SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol, liger_version FROM controlled
 ), latest AS (
-    SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, status, status_reason, status_code,
-        observed_at
+    SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, liger_version, status, status_reason,
+        status_code, observed_at
     FROM controlled
-    QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol
+    QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol,
+                                            liger_version
                                ORDER BY observed_at DESC, evidence_file DESC, status = 'passed' DESC, run_id) = 1
 ), covered AS (
     SELECT DISTINCT kernel FROM controlled_runs
@@ -104,24 +118,28 @@ SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protoc
     po.* EXCLUDE (comparison_key, a_run_id, b_run_id, protocol),
     cl.kernel IN (SELECT kernel FROM covered) AS kernel_covered,
     EXISTS (SELECT 1 FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
-            AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
+            AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol
+            AND m.liger_version = cl.rerun_release)
         AS workload_measured,
     (SELECT list(m.provider) FROM measured m WHERE m.kernel = cl.kernel AND m.operation_mode = cl.operation_mode
-            AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol)
+            AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol
+            AND m.liger_version = cl.rerun_release)
         AS measured_providers,
     la.status AS a_latest_status, la.status_reason AS a_latest_reason, la.status_code AS a_latest_code,
     la.observed_at AS a_latest_at,
     lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.status_code AS b_latest_code,
     lb.observed_at AS b_latest_at
-FROM claims cl CROSS JOIN protocols p
+FROM claims_at cl CROSS JOIN protocols p
 LEFT JOIN batches b ON b.comparison_key = cl.comparison_key AND b.a_run_id = cl.a_run_id
     AND b.b_run_id = cl.b_run_id AND b.protocol = p.protocol
 LEFT JOIN pooled po ON po.comparison_key = cl.comparison_key AND po.a_run_id = cl.a_run_id
     AND po.b_run_id = cl.b_run_id AND po.protocol = p.protocol
 LEFT JOIN latest la ON la.protocol = p.protocol AND la.kernel = cl.kernel AND la.operation_mode = cl.operation_mode
     AND la.metric = cl.metric AND la.workload_digest = cl.workload_digest AND la.provider = cl.a_provider
+    AND la.liger_version = cl.rerun_release
 LEFT JOIN latest lb ON lb.protocol = p.protocol AND lb.kernel = cl.kernel AND lb.operation_mode = cl.operation_mode
     AND lb.metric = cl.metric AND lb.workload_digest = cl.workload_digest AND lb.provider = cl.b_provider
+    AND lb.liger_version = cl.rerun_release
 """
 
 SESSION_INTERVAL = pa.struct([
@@ -144,6 +162,7 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()), ("spread_a", pa.float64()), ("spread_b", pa.float64()),
     ("claim_type", pa.string()), ("reason_code", pa.string()), ("source_artifact", pa.string()),
     ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)), ("between_session_sd", pa.float64()),
+    ("rerun_release", pa.string()),
 ])
 
 # The intervals already computed for rerun pairs: an interval depends only on the reruns' samples, so a
@@ -230,12 +249,74 @@ def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[t
 
 
 def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -> pa.Table:
-    """The `claim_checks` table: one row per source claim and rerun protocol. `reuse_intervals` takes the
-    bootstrap intervals of a rerun pair from the stored rows where there are some (not when the evidence
-    changed)."""
+    """The `claim_checks` table: one row per source claim and rerun protocol, re-checked by the reruns of
+    the newest Liger-Kernel release they used. `reuse_intervals` takes the bootstrap intervals of a rerun
+    pair from the stored rows where there are some (not when the evidence changed)."""
+    out = _checked_claims(con, "current_release.release", "true", reuse_intervals)
+    by_claim: dict[tuple, dict[str, str]] = {}
+    for row in out:
+        by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
+    for row in out:
+        both = by_claim[(row["comparison_key"], row["a_run_id"], row["b_run_id"])]
+        row["host_bound"] = verdicts.host_bound(both.get(DEVICE_TIME, verdicts.NOT_RECHECKED),
+                                                both.get(REPLICA, verdicts.NOT_RECHECKED))
+    return pa.Table.from_pylist([{f.name: row.get(f.name) for f in CLAIM_CHECKS_SCHEMA} for row in out],
+                                schema=CLAIM_CHECKS_SCHEMA)
+
+
+VERSION_CHECKS_SCHEMA = pa.schema([
+    ("comparison_key", pa.string()), ("kernel", pa.string()), ("operation_mode", pa.string()), ("metric", pa.string()),
+    ("workload_slug", pa.string()), ("a_provider", pa.string()), ("a_run_id", pa.string()), ("b_provider", pa.string()),
+    ("b_run_id", pa.string()), ("protocol", pa.string()), ("source_liger_version", pa.string()),
+    ("rerun_liger_version", pa.string()), ("verdict_at_source_version", pa.string()),
+    ("verdict_at_rerun_version", pa.string()), ("version_effect", pa.string()), ("reason", pa.string()),
+    ("evidence_file", pa.string()), ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+])
+# The claims re-checked at the source's own release too: every one reversed under either protocol, and the
+# claims of the seed records' runs.
+VERSION_CLAIMS_SQL = """
+SELECT DISTINCT c.comparison_key, c.a_run_id, c.b_run_id FROM cc_current c
+WHERE c.verdict = 'reversed' OR EXISTS (SELECT 1 FROM runs r WHERE r.run_id IN (c.a_run_id, c.b_run_id)
+                                        AND list_contains(?, r.external_id))
+"""
+
+
+def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Table:
+    """The `version_checks` table: each claim of `VERSION_CLAIMS_SQL` (from `current`, the claim checks just
+    computed) re-checked by reruns of the Liger-Kernel release the source measured, beside its verdict at the
+    reruns' current release. `version_effect`: `none` where both give the same verdict, `liger_changed`
+    where they differ, `not_run` (with the reason) where the source's release has no usable rerun."""
+    con.register("cc_current", current)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [list(catalog.SEED_EXTERNAL_IDS)])
+    at_source = _checked_claims(con, "cl.source_liger_version",
+                                "(cl.comparison_key, cl.a_run_id, cl.b_run_id) IN (SELECT * FROM _version_claims)",
+                                reuse_intervals=False)
+    now = {(r["comparison_key"], r["a_run_id"], r["b_run_id"], r["protocol"]): r for r in current.to_pylist()}
+    con.execute("DROP TABLE _version_claims")
+    con.unregister("cc_current")
+    out = []
+    for row in at_source:
+        latest = now[(row["comparison_key"], row["a_run_id"], row["b_run_id"], row["protocol"])]
+        if row["source_liger_version"] is None:
+            effect, reason = "not_run", "the source names no Liger-Kernel release"
+        elif row["verdict"] == verdicts.NOT_RECHECKED:
+            effect, reason = "not_run", f"at liger-kernel {row['source_liger_version']}: {row['reason']}"
+        else:
+            effect = "none" if row["verdict"] == latest["verdict"] else "liger_changed"
+            reason = row["reason"]
+        out.append({**{f.name: row.get(f.name) for f in VERSION_CHECKS_SCHEMA},
+                    "rerun_liger_version": latest.get("rerun_release"), "verdict_at_source_version": row["verdict"],
+                    "verdict_at_rerun_version": latest["verdict"], "version_effect": effect, "reason": reason})
+    return pa.Table.from_pylist(out, schema=VERSION_CHECKS_SCHEMA)
+
+
+def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str, reuse_intervals: bool) -> list[dict]:
+    """The claims `claim_filter` admits, each with its verdict or the reason it has none under each
+    protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
     protocol_values = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
     compiled = ", ".join(f"'{p}'" for p in catalog.COMPILED_PROVIDERS)
-    rows = records(con, CANDIDATES_SQL.format(protocols=protocol_values, compiled=compiled))
+    rows = records(con, CANDIDATES_SQL.format(protocols=protocol_values, compiled=compiled, release=release,
+                                              claim_filter=claim_filter))
     known = _known_intervals(con, rows) if reuse_intervals else {}
     artifacts = source_artifacts(con)
     latency, out = [], []
@@ -264,15 +345,7 @@ def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -
     for row in out:
         # A rerun can settle only a workload whose input shapes its parameters give.
         row["awaiting_rerun"] = row["awaiting_rerun"] and row["shapes_known"]
-    by_claim: dict[tuple, dict[str, str]] = {}
-    for row in out:
-        by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
-    for row in out:
-        both = by_claim[(row["comparison_key"], row["a_run_id"], row["b_run_id"])]
-        row["host_bound"] = verdicts.host_bound(both.get(DEVICE_TIME, verdicts.NOT_RECHECKED),
-                                                both.get(REPLICA, verdicts.NOT_RECHECKED))
-    return pa.Table.from_pylist([{f.name: row.get(f.name) for f in CLAIM_CHECKS_SCHEMA} for row in out],
-                                schema=CLAIM_CHECKS_SCHEMA)
+    return out
 
 
 def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict) -> None:

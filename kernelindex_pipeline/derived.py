@@ -218,10 +218,15 @@ def update_ranks(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) 
                              f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL", key="source_run_id")
     listed = add_listing_ranks(con)
     changed |= listed > 0
-    con.register("cc_new", claims.claim_checks(con, reuse_intervals=not evidence_changed))
+    checked = claims.claim_checks(con, reuse_intervals=not evidence_changed)
+    con.register("cc_new", checked)
     changed |= replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                              key="comparison_key")
     con.unregister("cc_new")
+    con.register("vc_new", claims.version_checks(con, checked))
+    changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
+                             key="comparison_key")
+    con.unregister("vc_new")
     [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
     [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
     return StepResult(count, changed, {"groups": groups, "listing_ranks": listed})

@@ -90,6 +90,7 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         "status_code": record.get("reason_code") or reasons.legacy_code(record["status"], record.get("reason")),
         # One rerun process; files written before records named theirs hold one session each.
         "session": record.get("session") or evidence_file,
+        "liger_version": environment.obj["spec"].get("software", {}).get("ligerKernel"),
     }
     return row, protocol, environment, workload
 

@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS controlled_runs (
     workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR, status VARCHAR,
     comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
     implementation_digest VARCHAR, evidence_file VARCHAR, record JSON, family VARCHAR, samples DOUBLE[],
-    status_reason VARCHAR, status_code VARCHAR, session VARCHAR);
+    status_reason VARCHAR, status_code VARCHAR, session VARCHAR, liger_version VARCHAR);
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
     operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
@@ -79,6 +79,12 @@ CREATE TABLE IF NOT EXISTS claim_checks (
     source_order VARCHAR, protocol VARCHAR, rerun_gpu VARCHAR, evidence_file VARCHAR, rerun_a_run_id VARCHAR,
     rerun_b_run_id VARCHAR, rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_a BIGINT, n_b BIGINT,
     verdict VARCHAR, reason VARCHAR, host_bound BOOLEAN, awaiting_rerun BOOLEAN);
+CREATE TABLE IF NOT EXISTS version_checks (
+    comparison_key VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR, workload_slug VARCHAR,
+    a_provider VARCHAR, a_run_id VARCHAR, b_provider VARCHAR, b_run_id VARCHAR, protocol VARCHAR,
+    source_liger_version VARCHAR, rerun_liger_version VARCHAR, verdict_at_source_version VARCHAR,
+    verdict_at_rerun_version VARCHAR, version_effect VARCHAR, reason VARCHAR, evidence_file VARCHAR,
+    rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE);
 CREATE TABLE IF NOT EXISTS reference_files (
     source VARCHAR, path VARCHAR, sha256 VARCHAR, state VARCHAR, problem VARCHAR);
 CREATE TABLE IF NOT EXISTS golden_commits (
@@ -113,6 +119,7 @@ ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS samples DOUBLE[];
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_reason VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_code VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS session VARCHAR;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS liger_version VARCHAR;
 ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS run_digest_v1alpha1 VARCHAR;
 ALTER TABLE protocols ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE environments ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
@@ -127,6 +134,7 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS source_artifact VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS sessions INTEGER;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS session_intervals {SESSION_INTERVALS_TYPE}[];
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS between_session_sd DOUBLE;
+ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS rerun_release VARCHAR;
 """
 
 def manifests_sql(run_manifests: str = "run_manifests") -> str:

@@ -40,7 +40,7 @@ from kernelindex_pipeline.views import VIEWS_SQL
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
 # Every table with a Parquet copy under tables/: the contract tables and what analysts join them with.
-PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks")
+PARQUET_TABLES = CONTRACT_TABLES + ("reproductions", "claim_checks", "version_checks")
 # Tables that grow with history have their Parquet copy in parts, `tables/<table>/published-<epoch>-<source>.parquet`,
 # one per first publication and source of the runs it holds (`publications`, which never changes): a
 # publication writes the parts holding rows it changed (`publication_changes`) and links the others from the

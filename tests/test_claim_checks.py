@@ -87,10 +87,12 @@ def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
 
 
 def _record(template: dict, provider: str, samples: list[float], family: str,
-            observed_at: str = "2026-12-04T00:00:00Z") -> dict:
+            observed_at: str = "2026-12-04T00:00:00Z", liger: str | None = None) -> dict:
     record = json.loads(json.dumps(template))
     record.update(provider=provider, samples=samples, median=int(sorted(samples)[len(samples) // 2]),
                   p20=int(min(samples)), p80=int(max(samples)), observed_at=observed_at)
+    if liger:
+        record["environment"]["spec"]["software"]["ligerKernel"] = liger
     record["protocol"]["spec"]["comparability"]["family"] = family
     record["protocol"]["metadata"]["name"] += f"-{family}"
     return record
@@ -100,7 +102,9 @@ def _record(template: dict, provider: str, samples: list[float], family: str,
 def decided_home(tmp_path_factory) -> Path:
     """A warehouse of the shipped snapshots plus two rerun sessions of the seed llama4_rope backward with
     samples: device time says liger is faster (the source's huggingface < liger reversed) in both, by 2x in
-    one and 1.8x in the other; the replayed source harness (first session only) says they are at parity."""
+    one and 1.8x in the other; the replayed source harness (first session only) says they are at parity. A
+    third session, with the release the seed measured (liger-kernel 0.6.1) installed, finds huggingface
+    ahead, as the source did."""
     root = tmp_path_factory.mktemp("decided")
     with gzip.open(REPO / "data" / "evidence" / "h200-2026-12-03-v18.jsonl.gz", "rt") as handle:
         template = next(r for r in map(json.loads, handle) if r["kernel"] == "llama4_rope" and r["mode"] == "backward"
@@ -114,7 +118,11 @@ def decided_home(tmp_path_factory) -> Path:
               _record(template, "huggingface", [1.8 * v for v in device], "kernelindex_rerun", "2026-12-05T00:00:00Z")]
     evidence = root / "evidence"
     evidence.mkdir()
-    for name, batch in (("h200-2026-12-04-test.jsonl.gz", records), ("h200-2026-12-05-test.jsonl.gz", second)):
+    at_release = [_record(template, "liger", [1.2 * v for v in device], "kernelindex_rerun", "2026-12-06T00:00:00Z",
+                          "0.6.1"),
+                  _record(template, "huggingface", device, "kernelindex_rerun", "2026-12-06T00:00:00Z", "0.6.1")]
+    for name, batch in (("h200-2026-12-04-test.jsonl.gz", records), ("h200-2026-12-05-test.jsonl.gz", second),
+                        ("h200-2026-12-06-test.jsonl.gz", at_release)):
         with gzip.open(evidence / name, "wt") as handle:
             handle.writelines(json.dumps(r) + "\n" for r in batch)
     wh = Warehouse(root / "home")
@@ -249,3 +257,31 @@ def test_verdict_replication_counts_the_claims_measured_in_several_sessions(deci
                       "FROM verdict_replication WHERE kernel = 'llama4_rope' AND protocol = 'kernelindex-device-time'")
     assert replicated >= 1 and kept == replicated and moved == flipped == 0 and decided_kept == replicated
     assert pct == 100.0 and decided >= replicated
+
+
+def test_a_claim_is_re_checked_at_the_release_the_source_measured(decided_home):
+    rows = {p: rest for p, *rest in query(
+        decided_home, "SELECT v.protocol, source_liger_version, rerun_liger_version, verdict_at_source_version, "
+                      "verdict_at_rerun_version, version_effect, reason FROM version_checks v "
+                      "JOIN runs r ON r.run_id = v.b_run_id WHERE r.external_id = ?", [SEED])}
+    assert rows["kernelindex-device-time"][:5] == ["0.6.1", "0.8.5", "held", "reversed", "liger_changed"]
+    # No replica session ran at 0.6.1: said so, with the reason.
+    replica = rows["source-replica"]
+    assert replica[4] == "not_run" and replica[5].startswith("at liger-kernel 0.6.1: ")
+    # The older release's session leaves the verdicts at the current release as they were.
+    [(sessions, release)] = query(decided_home, "SELECT sessions, rerun_release FROM claim_checks c JOIN runs r "
+                                                "ON r.run_id = c.b_run_id WHERE r.external_id = ? "
+                                                "AND protocol = 'kernelindex-device-time'", [SEED])
+    assert (sessions, release) == (2, "0.8.5")
+
+
+def test_the_targets_at_a_source_release_are_the_claims_not_yet_run_there(decided_home):
+    from kernelindex_pipeline.gpu.targets import release_targets
+
+    with Warehouse(decided_home).reader() as con:
+        by_release = release_targets(con)
+        [(not_run,)] = con.execute("SELECT count(DISTINCT source_liger_version) FROM version_checks "
+                                   "WHERE version_effect = 'not_run'").fetchall()
+    assert len(by_release) == not_run and "0.6.1" in by_release
+    seed = [t for t in by_release["0.6.1"] if t["kernel"] == "llama4_rope" and t["params"] == SEED_PARAMS]
+    assert len(seed) == 1 and set(seed[0]["providers"]) == {"liger", "huggingface"}

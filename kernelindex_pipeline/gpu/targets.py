@@ -106,6 +106,14 @@ WHERE status_code = 'no_rerun_provider'
 """
 
 
+# Workloads whose claims wait for a rerun at the Liger-Kernel release the source measured (version_checks).
+VERSION_TARGETS_SQL = """
+SELECT DISTINCT v.source_liger_version, r.workload_digest, v.a_provider, v.b_provider
+FROM version_checks v JOIN runs r ON r.run_id = v.a_run_id
+WHERE v.version_effect = 'not_run' AND v.source_liger_version IS NOT NULL
+"""
+
+
 @dataclass(frozen=True)
 class BackendTag:
     """A source provider that is an adapter's provider run on one of Liger-Kernel's backends."""
@@ -254,6 +262,25 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     return coverage_first(targets)
 
 
+def release_targets(con) -> dict[str, list[dict]]:
+    """{Liger-Kernel release: the targets a session with that release installed measures}: the workloads of
+    the claims `version_checks` has not run at the source's release, with the claims' providers alone."""
+    wanted: dict[str, dict[str, set[str]]] = {}
+    for release, digest, a, b in con.execute(VERSION_TARGETS_SQL).fetchall():
+        wanted.setdefault(release, {}).setdefault(digest, set()).update((a, b))
+    every = warehouse_targets(con)
+    out = {}
+    for release, workloads in sorted(wanted.items()):
+        chosen = []
+        for t in every:
+            providers = set().union(*(workloads.get(d, set()) for d in t["workload_digests"]))
+            kept = [p for p in t["providers"] if p in providers]
+            if kept:
+                chosen.append({**t, "providers": kept, "aliases": {p: b for p, b in t["aliases"].items() if p in kept}})
+        out[release] = chosen
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelindex_pipeline.gpu.targets",
                                  description="export rerun targets derived from a warehouse's source comparison groups")
@@ -262,9 +289,23 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="*", help="only these kernels")
     ap.add_argument("--only-unchecked", action="store_true",
                     help="only workloads awaiting a rerun: a claim not re-checked for want of rerun evidence")
+    ap.add_argument("--at-source-release", action="store_true",
+                    help="write one targets file per Liger-Kernel release the sources measured (OUT-liger-X.json): "
+                    "the claims version_checks has not run at that release yet")
     args = ap.parse_args(argv)
     from kernelindex_pipeline.warehouse import Warehouse
 
+    if args.at_source_release:
+        with Warehouse(args.warehouse).reader() as con:
+            by_release = release_targets(con)
+        out = Path(args.out)
+        for release, targets in by_release.items():
+            targets = [t for t in targets if not args.kernels or t["kernel"] in args.kernels]
+            if targets:
+                path = out.with_name(f"{out.stem}-liger-{release}{out.suffix}")
+                write_targets(path, targets)
+                print(f"wrote {len(targets)} targets for liger-kernel {release} to {path}")
+        return 0
     with Warehouse(args.warehouse).reader() as con:
         targets = warehouse_targets(con, args.kernels or None, args.only_unchecked)
     write_targets(Path(args.out), targets)
