@@ -55,7 +55,7 @@ def torch_compiled(module, x):
     """``torch.compile(module)`` with default inductor settings, as upstream's scripts build it, compiled
     afresh: dynamo's caches and counters are reset first, so that no recompile count carries over from
     another workload (past its recompile limit dynamo runs eager without an error) and its counters tell
-    what this build compiled (``kernelindex_pipeline.gpu.compiled``).
+    what this build compiled (``kernelindex_pipeline.gpu.guards``).
 
     Off CUDA, inductor needs a working C++ toolchain; one forward and backward over ``x`` here compiles both
     graphs, so that a toolchain that cannot build them makes the provider unavailable rather than failed.

@@ -1,8 +1,11 @@
 """Providers that are what their label says, and targets that end: a torch.compile provider that fell back
-to eager is failed with that reason, the project's own compiles afresh for every workload, and a target
-past its time is recorded as `timeout` while the session goes on. On the CPU, under inductor."""
+to eager, or a Liger backend that ran Liger's default kernels, is failed with that reason; the project's own
+torch.compile provider compiles afresh for every workload; a target past its time is recorded as `timeout`
+while the session goes on. On the CPU, under inductor and Triton's interpreter."""
 
 from __future__ import annotations
+
+import adapter_checks  # noqa: F401 - first: sets TRITON_INTERPRET before triton is imported
 
 import time
 
@@ -12,7 +15,7 @@ import torch
 from kernels._adapter import Built, load_adapter
 from kernelindex_pipeline import reasons
 from kernelindex_pipeline.gpu import rerun
-from kernelindex_pipeline.gpu.compiled import compile_report, fell_back
+from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back
 from kernelindex_pipeline.gpu.correctness import check_correctness
 
 DYT = load_adapter("dyt")
@@ -72,6 +75,36 @@ def test_compile_report_reads_dynamos_own_counters():
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     assert fell_back(compile_report()) == "torch.compile fell back to eager: dynamo compiled no graph"
+
+
+SOFTMAX = load_adapter("softmax")
+SOFTMAX_PARAMS = {"rows": 9, "cols": 300}
+
+
+def test_a_liger_backend_that_ran_liger_s_default_kernels_is_caught():
+    """Liger keeps its Triton Function for an op a backend lacks. The Functions in the autograd graph of the
+    outputs say which ran: here Liger's default softmax, though the cuTile backend was asked for."""
+    inputs = SOFTMAX.make_inputs(SOFTMAX_PARAMS, "fp32", 1, "cpu")
+    outs = SOFTMAX.build("liger", inputs, SOFTMAX_PARAMS).fn()
+    report = backend_report(outs, "cutile")
+    assert report["functions"] == ["liger_kernel.ops.softmax.LigerSoftmaxFunction"]
+    assert report["package"].startswith("liger_kernel.ops") and "cutile" in report["package"]
+    reason = backend_fell_back(report)
+    assert reason.startswith("Liger-Kernel's cutile backend has none of this op's Functions; its default ran")
+    ran_on_backend = dict(report, functions=[f"{report['package']}.softmax.LigerSoftmaxFunction"])
+    assert backend_fell_back(ran_on_backend) is None
+    assert backend_fell_back(backend_report(outs, "no-such-backend")).startswith("Liger-Kernel has no backend")
+
+
+def test_the_liger_backend_guard_fails_the_provider_in_the_correctness_check():
+    from kernelindex_pipeline.gpu.rerun import with_aliases
+
+    impl = with_aliases(SOFTMAX, {"liger_cutile": "liger"})
+    result = check_correctness(impl, ["liger_cutile", "liger"], SOFTMAX_PARAMS, "fp32", "cpu", seeds=(1,))
+    assert result["liger"]["status"] == "passed" and "backend" not in result["liger"]
+    tagged = result["liger_cutile"]
+    assert tagged["status"] == "failed" and tagged["code"] == reasons.FELL_BACK, tagged
+    assert tagged["backend"]["functions"] == ["liger_kernel.ops.softmax.LigerSoftmaxFunction"]
 
 
 class _Slow:

@@ -10,7 +10,8 @@ from kernels._adapter import RerunAdapter, Unavailable
 from kernels._tensors import as_tuple, generator, randn
 from kernelindex_pipeline import reasons
 from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.compiled import compile_report, fell_back, is_compiled
+from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back, is_compiled
+from kernelindex_pipeline.gpu.targets import provider_liger_impl
 
 # The upstream gradients are drawn from a generator of their own, seeded this far from the check's seed,
 # so that they never repeat the values of the inputs (drawn from the seed itself); a prime far from the
@@ -74,8 +75,8 @@ def reference_outputs(impl: RerunAdapter, inputs: dict, dys, params=None):
 def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, device, seeds=P.CORRECTNESS_SEEDS,
                       build=None) -> dict:
     """{provider: correctness dict} with ``status`` passed/failed (or ``unavailable``), and unless passed a
-    ``reason`` and its ``code``. A compiled provider also carries ``compile`` (what dynamo compiled) and
-    fails where any frame fell back to eager.
+    ``reason`` and its ``code``. A compiled provider also carries ``compile`` (what dynamo compiled), a
+    provider on a Liger backend ``backend`` (the Liger Functions that ran); either fails where it fell back.
 
     ``build`` overrides ``impl.build`` (tests use it to plant a broken kernel)."""
     build = build or impl.build
@@ -107,12 +108,16 @@ def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, d
                 res.setdefault("reason", f"raised {type(exc).__name__}: {exc}"[:500])
                 res.setdefault("code", reasons.RAISED)
                 continue
+            fallback = None
             if is_compiled(provider):
                 res["compile"] = compile_report()
                 fallback = fell_back(res["compile"])
-                if fallback:
-                    res.setdefault("reason", fallback)
-                    res.setdefault("code", reasons.FELL_BACK)
+            elif provider_liger_impl(provider):
+                res["backend"] = backend_report(outs, provider_liger_impl(provider))
+                fallback = backend_fell_back(res["backend"])
+            if fallback:
+                res.setdefault("reason", fallback)
+                res.setdefault("code", reasons.FELL_BACK)
             for name, o, r in zip(impl.OUTPUT_NAMES, outs, ref_outs):
                 _worst(res["outputs"], name, rel_error(o, r), tol_out)
             for name, g in zip(impl.GRAD_INPUTS, grads):

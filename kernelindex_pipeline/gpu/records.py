@@ -49,7 +49,8 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
 
     ``outcome`` is the provider's correctness result: its ``status`` (passed, failed, unavailable,
     too_large, timeout) and, unless passed, its ``reason`` and ``code`` (`kernelindex_pipeline.reasons`);
-    a compiled provider's ``compile`` says what dynamo compiled. ``stats`` is None (null timings) unless it passed;
+    a compiled provider's ``compile`` says what dynamo compiled, a provider on a Liger backend's ``backend``
+    which Liger Functions ran. ``stats`` is None (null timings) unless it passed;
     latency stats carry ``samples``, every repetition's time in ns."""
     params, dtype = target["params"], target["dtype"]
     nbytes = int(impl.bytes_moved(params, tensor_dtype(target), mode))
@@ -79,6 +80,7 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
         "reason": reason,
         "reason_code": None if status == "passed" else outcome.get("code"),
         "compile": outcome.get("compile"),
+        "backend": outcome.get("backend"),
         "session": session,
         "correctness": corr,
         "params": dict(params),

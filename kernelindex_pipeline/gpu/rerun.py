@@ -213,7 +213,7 @@ def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=prin
 
 def _measure(target: dict, impl: RerunAdapter, providers: list[str], outcomes: dict, stats: dict, log, device: str):
     """The phases of ``measure_target``, filling ``outcomes`` and ``stats`` as they go."""
-    from kernelindex_pipeline.gpu.compiled import compile_report, fell_back, is_compiled
+    from kernelindex_pipeline.gpu.guards import compile_report, fell_back, is_compiled
     from kernelindex_pipeline.gpu.correctness import check_correctness
     from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, measure_replica, release_memory
 
