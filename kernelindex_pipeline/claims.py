@@ -418,43 +418,10 @@ def _checked(row: dict, interval: verdicts.RatioInterval) -> dict:
             "reason_code": decided.code}
 
 
-# Source runs of a compiled provider that timed as its eager twin: within SOURCE_ARTIFACT_MATCH of it in the
-# same comparison group, while the same sweep (kernel, pass, GPU, source) shows the two apart by more than
-# SOURCE_ARTIFACT_APART elsewhere. A compiler that compiled produces other kernels than eager PyTorch, so
-# timings a fraction of a percent apart at some shapes and far apart at others say it fell back to eager
-# there (dynamo's recompile limit, as a script that compiles one module for many shapes hits it).
-SOURCE_ARTIFACT_MATCH = 0.005
-SOURCE_ARTIFACT_APART = 0.05
-SOURCE_ARTIFACTS_SQL = f"""
-WITH twins AS (
-    SELECT * FROM (VALUES {{twins}}) t(compiled, eager)
-), src AS (
-    SELECT r.* FROM ranks k JOIN runs r USING (run_id)
-    WHERE r.evidence_level = 'source-native' AND r.metric = 'latency' AND r.median_value > 0
-), pairs AS (
-    SELECT c.run_id, c.kernel, c.operation_mode, c.gpu, c.form_factor, c.source, c.provider, t.eager,
-        e.run_id AS eager_run_id, c.median_value / e.median_value AS ratio
-    FROM src c JOIN twins t ON c.provider = t.compiled
-    JOIN src e ON e.comparison_key = c.comparison_key AND e.provider = t.eager
-), sweeps AS (
-    SELECT kernel, operation_mode, gpu, form_factor, source, provider, max(abs(ratio - 1)) AS widest
-    FROM pairs GROUP BY ALL
-)
-SELECT p.run_id, p.eager_run_id, p.kernel, p.operation_mode, p.gpu, p.form_factor, p.source, p.provider,
-    p.ratio AS ratio_to_eager, s.widest AS widest_gap_in_sweep,
-    'torch.compile fell back to eager in the source: ' || p.provider || ' timed within '
-        || round(abs(p.ratio - 1) * 100, 2) || '% of ' || p.eager || ' here, and up to '
-        || round(s.widest * 100, 1) || '% apart elsewhere in the same sweep' AS reason
-FROM pairs p JOIN sweeps s USING (kernel, operation_mode, gpu, form_factor, source, provider)
-WHERE abs(p.ratio - 1) <= {SOURCE_ARTIFACT_MATCH} AND s.widest > {SOURCE_ARTIFACT_APART}
-""".format(twins=", ".join(f"('{c}', '{e}')" for c, e in catalog.COMPILED_PROVIDERS.items()))
-
-
 def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """{source run id: why its series measured something other than its label}, for the runs in scope."""
-    return dict(con.execute(f"SELECT run_id, reason FROM ({SOURCE_ARTIFACTS_SQL}) "
-                            "WHERE run_id IN (SELECT run_id FROM ranks WHERE comparison_key IN "
-                            "(SELECT comparison_key FROM scope_groups))").fetchall())
+    return dict(con.execute("SELECT run_id, reason FROM source_artifacts WHERE run_id IN (SELECT run_id FROM ranks "
+                            "WHERE comparison_key IN (SELECT comparison_key FROM scope_groups))").fetchall())
 
 
 def claims_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict]:

@@ -50,7 +50,7 @@ SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider,
     r.observed_at, r.evidence_level, r.source, r.status, r.withdrawn_upstream, r.liger_version, r.comparison_key,
     r.source_unit, r.source_p20, r.source_p50, r.source_p80,
     m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
-    k.rank, k.group_size, {published_at} AS published_at, {listing_rank}
+    k.rank, k.group_size, {published_at} AS published_at, {listing_rank}, {source_artifact} AS source_artifact
 FROM runs r
 JOIN manifests m USING (run_id)
 LEFT JOIN (SELECT * FROM workloads QUALIFY row_number() OVER (PARTITION BY workload_digest) = 1) w USING (workload_digest)
@@ -58,6 +58,7 @@ LEFT JOIN implementations i USING (implementation_digest)
 LEFT JOIN ranks k USING (run_id)
 {publications}
 {listing_ranks}
+{source_artifacts}
 {where}
 ORDER BY {order}
 """
@@ -65,6 +66,10 @@ ORDER BY {order}
 
 def _has_table(con, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchone()[0])
+
+
+def _has_view(con, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [name]).fetchone()[0])
 
 
 def group_slug(comparison_key: str) -> str:
@@ -100,9 +105,13 @@ def claim_checks_section(checks: list[dict]) -> str:
     for c in checks:
         rerun = (f"{c['rerun_ratio']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]" if c["rerun_ratio"] is not None
                  and c["ci_low"] is not None else "—")
+        sessions = c.get("sessions")
+        flag = (f"<br><span class=\"flag source-artifact\">source artifact: {_e(c['source_artifact'])}</span>"
+                if c.get("source_artifact") else "")
         rows.append(f"<tr><td>{_e(c['source_order'])} ({_e(c['source_gpu'])}, ratio {c['source_ratio']:.3f})</td>"
                     f"<td>{_e(c['protocol'])}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
                     f"<td><strong>{_e(c['verdict'])}</strong>{' · host-bound' if c['host_bound'] else ''}"
+                    f"{f' · {sessions} sessions' if sessions and sessions > 1 else ''}{flag}"
                     f"<br><span class=\"muted\">{_e(c['reason'])}</span></td></tr>")
     return ("<section id=\"claim-checks\"><h2>What the reruns found</h2><p>Each ordered pair of implementations "
             "in this run's comparison group is a source claim, re-checked on KernelIndex's GPU under two "
@@ -112,10 +121,49 @@ def claim_checks_section(checks: list[dict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
+REPLICATION_SQL = """
+SELECT kernel, protocol, decided_claims, replicated, kept, moved, flipped, decided_replicated, decided_kept,
+    decided_kept_pct
+FROM verdict_replication WHERE replicated > 0 ORDER BY kernel, protocol
+"""
+ARTIFACTS_SQL = """
+SELECT kernel, operation_mode, any_value(gpu) AS gpu, count(*) AS runs, min(reason) AS example
+FROM source_artifacts GROUP BY kernel, operation_mode ORDER BY kernel, operation_mode
+"""
+
+
+def kernel_verdict_sections(con) -> dict[str, str]:
+    """{kernel: its page's sections on how its verdicts replicate across rerun sessions and which of its
+    source series measured something other than their label}."""
+    out: dict[str, list[str]] = defaultdict(list)
+    if not (_has_view(con, "verdict_replication") and _has_view(con, "source_artifacts")):
+        return {}
+    rows: dict[str, list[str]] = defaultdict(list)
+    for kernel, protocol, decided, replicated, kept, moved, flipped, dr, dk, pct in con.execute(REPLICATION_SQL).fetchall():
+        rows[kernel].append(f"<tr><td>{_e(protocol)}</td><td>{replicated} of {decided}</td><td>{kept}</td>"
+                            f"<td>{moved}</td><td>{flipped}</td><td>{dk} of {dr}"
+                            f"{f' ({pct:g}%)' if pct is not None else ''}</td></tr>")
+    for kernel, body in rows.items():
+        out[kernel].append(
+            "<section id=\"replication\"><h2>Do the verdicts replicate?</h2><p>Claims measured again in an "
+            "independent rerun session (own process, inputs and warm-up), and whether each session alone gives "
+            "the same verdict.</p><table><thead><tr><th>protocol</th><th>claims in 2+ sessions</th><th>kept</th>"
+            "<th>moved</th><th>flipped held ↔ reversed</th><th>held/reversed kept</th></tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></section>")
+    for kernel, mode, gpu, runs, example in con.execute(ARTIFACTS_SQL).fetchall():
+        out[kernel].append(
+            f"<section class=\"source-artifacts\"><h2>Source artifacts · {_e(mode)}</h2><p class=\"flag "
+            f"source-artifact\">{runs} source runs ({_e(gpu)}) measured something other than their label.</p>"
+            f"<p class=\"muted\">For example: {_e(example)}. Their claims carry the flag; the reruns say what each "
+            "provider really did.</p></section>")
+    return {kernel: "".join(parts) for kernel, parts in out.items()}
+
+
 def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
     """The query of what the record pages show of each run, `where` (a clause on ``r``, the runs) ordered by `order`."""
     # A home last written before these tables existed has them from its next ingest on.
     stamped, listed = _has_table(con, "publications"), _has_table(con, "listing_ranks")
+    flagged = _has_view(con, "source_artifacts")
     return EXPORT_SQL.format(
         published_at="p.published_at" if stamped else "NULL",
         publications="LEFT JOIN publications p USING (run_id)" if stamped else "",
@@ -124,6 +172,8 @@ def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
                       "NULL AS listing_rank, NULL AS listing_group_size, NULL AS listing_leader_run_id, "
                       "NULL AS listed_at"),
         listing_ranks="LEFT JOIN listing_ranks lr USING (run_id)" if listed else "",
+        source_artifact="sa.reason" if flagged else "NULL",
+        source_artifacts="LEFT JOIN source_artifacts sa USING (run_id)" if flagged else "",
         where=where, order=order)
 
 
@@ -204,6 +254,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
         "<section id=\"primary\"><h2>Primary measurement</h2>"
         f"<p class=\"primary\"><span class=\"value\">{quantity(run['median_value'], unit, '')}</span>"
         f"<span class=\"stat\">median</span></p><p class=\"rank\">{rank_line}</p>{superseded}{compare}"
+        + (f"<p class=\"flag source-artifact\">Source artifact: {_e(run['source_artifact'])}</p>"
+           if run.get("source_artifact") else "")
         + (f"<p class=\"native\">{native_line}</p>" if native_line else "") + "</section>")
 
     identity = [
@@ -281,9 +333,11 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) 
     best = ranked[0]["median_value"] if ranked else None
     table = ["<table><thead><tr><th>rank</th><th>implementation</th><th>median</th><th>p20</th><th>p80</th>"
              "<th>× #1</th><th>liger</th><th>observed</th><th>run</th></tr></thead><tbody>"]
+    flagged = [r for r in ranked if r.get("source_artifact")]
     for r in ranked:
         ratio = f"{r['median_value'] / best:.3f}" if best else "—"
-        table.append(f"<tr><td>{r['rank']}</td><td>{_e(r['implementation'])}</td>"
+        flag = " <span class=\"flag source-artifact\">source artifact</span>" if r.get("source_artifact") else ""
+        table.append(f"<tr><td>{r['rank']}</td><td>{_e(r['implementation'])}{flag}</td>"
                      f"<td>{quantity(r['median_value'], r['unit'])}</td><td>{quantity(r['p20_value'], r['unit'])}</td>"
                      f"<td>{quantity(r['p80_value'], r['unit'])}</td><td>{ratio}</td><td>{_e(r['liger_version'])}</td>"
                      f"<td>{r['observed_at']:%Y-%m-%d}</td>"
@@ -296,10 +350,15 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) 
                         f"{_e(r['liger_version'])} · {r['observed_at']:%Y-%m-%d}"
                         f"{' · withdrawn upstream' if r['withdrawn_upstream'] else ''}</li>" for r in others)
         earlier = f"<section id=\"earlier\"><h2>Earlier and withdrawn runs</h2><ul>{items}</ul></section>"
+    artifacts = ("<section id=\"source-artifacts\"><h2>Source artifacts</h2><ul>"
+                 + "".join(f"<li>{_e(r['implementation'])}: {_e(r['source_artifact'])}</li>" for r in flagged)
+                 + "</ul><p class=\"muted\">The source's run measured something other than its label; KernelIndex's "
+                 "reruns of the claims it takes part in say what each provider really did.</p></section>"
+                 if flagged else "")
     body = (f"<h1>{_e(title)}</h1><p class=\"workload\">{_e(workload)} · {_e(first['gpu'])}</p>"
             f"<p class=\"muted\">comparison key <code>{_e(key)}</code></p>"
             f"<section id=\"chart-section\"><h2>Median with p20–p80</h2>{chart_svg(ranked)}</section>"
-            f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{earlier}")
+            f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{artifacts}{earlier}")
     return _page(f"{title} · {workload} · KernelIndex", body, 1)
 
 
@@ -367,6 +426,7 @@ header a { color: #1b1f24; text-decoration: none; }
 main { max-width: 900px; padding: 8px 24px 40px; overflow-wrap: break-word; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 1.6rem; border-bottom: 1px solid #eaeef2; }
 .muted { color: #57606a; font-weight: normal; }
+.flag { color: #9a3412; font-weight: 600; }
 .primary .value { font-size: 2.6rem; font-weight: 700; } .primary .stat { margin-left: .4rem; color: #57606a; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
 dt { color: #57606a; } dd { margin: 0; overflow-wrap: anywhere; }
@@ -613,6 +673,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
             # every kernel gets a page, one whose runs are all unranked too, so every "All results for" resolves
             titles = dict(con.execute("SELECT kernel, split_part(arg_min(title, run_id), ' · ', 1) FROM runs "
                                       "GROUP BY kernel ORDER BY kernel").fetchall())
+            verdict_sections = kernel_verdict_sections(con)
     if fmt == "html":
         summaries.sort(key=lambda s: s[0])
         by_kernel: dict[str, list] = defaultdict(list)
@@ -621,7 +682,8 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
                                                                                             leader["unit"])), size))
         for kernel, title in titles.items():
             write(f"kernels/{kernel_slug(kernel)}.html",
-                  kernel_page(kernel, title, by_kernel.get(kernel, []), _page, charts.get(kernel, "")))
+                  kernel_page(kernel, title, by_kernel.get(kernel, []), _page,
+                              charts.get(kernel, "") + verdict_sections.get(kernel, "")))
         write("index.html", index_page(summaries, providers))
         write("style.css", STYLE.lstrip())
     produced.update(write.produced)

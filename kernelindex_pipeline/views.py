@@ -5,7 +5,7 @@ A *series* is one implementation (provider) in one comparison group: the same ke
 workload, environment and protocol family, followed across Liger releases and dates.
 """
 
-from kernelindex_pipeline.catalog import PROTOCOLS
+from kernelindex_pipeline.catalog import COMPILED_PROVIDERS, PROTOCOLS
 
 _PROTOCOL_VALUES = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
 
@@ -35,6 +35,38 @@ SELECT kernel, protocol, count(*) AS pairs, max(sessions) AS most_sessions, medi
     quantile_cont(sd, 0.9) AS between_session_sd_p90
 FROM pairs GROUP BY GROUPING SETS ((kernel, protocol), (protocol))
 """
+
+# Source runs of a compiled provider that timed as its eager twin: within SOURCE_ARTIFACT_MATCH of it in the
+# same comparison group, while the same sweep (kernel, pass, GPU, source) shows the two apart by more than
+# SOURCE_ARTIFACT_APART elsewhere. A compiler that compiled produces other kernels than eager PyTorch, so
+# timings a fraction of a percent apart at some shapes and far apart at others say it fell back to eager
+# there (dynamo's recompile limit, as a script that compiles one module for many shapes hits it).
+SOURCE_ARTIFACT_MATCH = 0.005
+SOURCE_ARTIFACT_APART = 0.05
+SOURCE_ARTIFACTS_SQL = f"""
+WITH twins AS (
+    SELECT * FROM (VALUES {{twins}}) t(compiled, eager)
+), src AS (
+    SELECT r.* FROM ranks k JOIN runs r USING (run_id)
+    WHERE r.evidence_level = 'source-native' AND r.metric = 'latency' AND r.median_value > 0
+), pairs AS (
+    SELECT c.run_id, c.kernel, c.operation_mode, c.gpu, coalesce(c.form_factor, '') AS form_factor, c.source,
+        c.provider, t.eager, e.run_id AS eager_run_id, c.median_value / e.median_value AS ratio
+    FROM src c JOIN twins t ON c.provider = t.compiled
+    JOIN src e ON e.comparison_key = c.comparison_key AND e.provider = t.eager
+), sweeps AS (
+    SELECT kernel, operation_mode, gpu, form_factor, source, provider, max(abs(ratio - 1)) AS widest
+    FROM pairs GROUP BY ALL
+)
+SELECT p.run_id, p.eager_run_id, p.kernel, p.operation_mode, p.gpu, nullif(p.form_factor, '') AS form_factor,
+    p.source, p.provider,
+    p.ratio AS ratio_to_eager, s.widest AS widest_gap_in_sweep,
+    'torch.compile fell back to eager in the source: ' || p.provider || ' timed within '
+        || round(abs(p.ratio - 1) * 100, 2) || '% of ' || p.eager || ' here, and up to '
+        || round(s.widest * 100, 1) || '% apart elsewhere in the same sweep' AS reason
+FROM pairs p JOIN sweeps s USING (kernel, operation_mode, gpu, form_factor, source, provider)
+WHERE abs(p.ratio - 1) <= {SOURCE_ARTIFACT_MATCH} AND s.widest > {SOURCE_ARTIFACT_APART}
+""".format(twins=", ".join(f"('{c}', '{e}')" for c, e in COMPILED_PROVIDERS.items()))
 
 # Groups whose order changed between the previous upstream revision and the latest, among the comparison
 # groups that `{groups}` (a condition on comparison_key) admits.
@@ -178,6 +210,9 @@ SELECT kernel, protocol, count(DISTINCT comparison_key) AS groups,
     count(*) FILTER (WHERE host_bound) AS host_bound
 FROM claim_checks GROUP BY ALL;
 
+CREATE OR REPLACE VIEW source_artifacts AS
+{source_artifacts};
+
 CREATE OR REPLACE VIEW session_spread AS
 {session_spread};
 
@@ -255,4 +290,5 @@ SELECT n.kernel, n.provider, n.operation_mode, n.metric, n.workload_slug, n.gpu,
     n.benchmarked_commit AS newest_commit, n.run_id AS newest_run_id, n.median_value AS newest_median,
     round(n.median_value / r.median_value, 4) AS newest_over_golden
 FROM newest n JOIN ref r USING (kernel, provider, operation_mode, metric, workload_slug, gpu);
-""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), session_spread=SESSION_SPREAD_SQL)
+""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), session_spread=SESSION_SPREAD_SQL,
+           source_artifacts=SOURCE_ARTIFACTS_SQL)
