@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import datetime
 import functools
 import json
 import multiprocessing
@@ -37,6 +38,8 @@ from kernelindex_pipeline.site import (
     escape as _e,
     kernel_page,
     kernel_slug,
+    published_as,
+    published_permalink_page,
     replications_section,
 )
 from kernelindex_pipeline.warehouse import Warehouse, records
@@ -50,7 +53,7 @@ SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider,
     r.observed_at, r.evidence_level, r.source, r.status, r.withdrawn_upstream, r.liger_version, r.comparison_key,
     r.source_unit, r.source_p20, r.source_p50, r.source_p80,
     m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
-    k.rank, k.group_size, {published_at} AS published_at, {listing_rank}
+    k.rank, k.group_size, {published_at} AS published_at, {listing_rank}, {published_as} AS published_as
 FROM runs r
 JOIN manifests m USING (run_id)
 LEFT JOIN (SELECT * FROM workloads QUALIFY row_number() OVER (PARTITION BY workload_digest) = 1) w USING (workload_digest)
@@ -58,9 +61,17 @@ LEFT JOIN implementations i USING (implementation_digest)
 LEFT JOIN ranks k USING (run_id)
 {publications}
 {listing_ranks}
+{published_identifiers}
 {where}
 ORDER BY {order}
 """
+
+
+# A run's identifiers published before its current ones (published_identifiers), for its record page.
+PUBLISHED_AS_SQL = """LEFT JOIN (
+    SELECT run_id, list({'identifier': identifier, 'kind': kind, 'published_at': published_at, 'origin': origin}
+                        ORDER BY kind, identifier) AS published_as
+    FROM published_identifiers WHERE run_id IS NOT NULL GROUP BY run_id) pi USING (run_id)"""
 
 
 def _has_table(con, name: str) -> bool:
@@ -77,11 +88,11 @@ def _short(digest: str | None, n: int) -> str:
 
 # -- pages -----------------------------------------------------------------------------------------
 
-def _page(title: str, body: str, depth: int) -> str:
+def _page(title: str, body: str, depth: int, head: str = "") -> str:
     up = "../" * depth
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{head}<title>{_e(title)}</title>"
         f"<link rel=\"stylesheet\" href=\"{up}style.css\"></head>\n<body>\n"
         f"<header><a href=\"{up}index.html\">KernelIndex</a></header>\n<main>\n{body}\n</main>\n</body></html>\n"
     )
@@ -116,6 +127,7 @@ def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
     """The query of what the record pages show of each run, `where` (a clause on ``r``, the runs) ordered by `order`."""
     # A home last written before these tables existed has them from its next ingest on.
     stamped, listed = _has_table(con, "publications"), _has_table(con, "listing_ranks")
+    renamed = _has_table(con, "published_identifiers")
     return EXPORT_SQL.format(
         published_at="p.published_at" if stamped else "NULL",
         publications="LEFT JOIN publications p USING (run_id)" if stamped else "",
@@ -124,6 +136,8 @@ def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
                       "NULL AS listing_rank, NULL AS listing_group_size, NULL AS listing_leader_run_id, "
                       "NULL AS listed_at"),
         listing_ranks="LEFT JOIN listing_ranks lr USING (run_id)" if listed else "",
+        published_as="pi.published_as" if renamed else "NULL",
+        published_identifiers=PUBLISHED_AS_SQL if renamed else "",
         where=where, order=order)
 
 
@@ -216,6 +230,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     if run["external_id"]:
         identity.append(("external id", f"<code>{_e(run['external_id'])}</code>"))
     identity.append(("run digest", f"<code title=\"{_e(run['run_digest'])}\">{_e(_short(run['run_digest'], 23))}</code>"))
+    if run.get("published_as"):
+        identity.append(("published before as", published_as(run["published_as"])))
     if run["liger_version"]:
         identity.append(("liger version", _e(run["liger_version"])))
     sections.append("<section id=\"identity\"><h2>Identity</h2>" + _dl(identity) + "</section>")
@@ -264,7 +280,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
                     f"<pre>{_pretty_manifest(manifest)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
                     "(canonical JSON; the run digest is the sha256 of its <code>run</code> object)</p></section>")
     sections.append(cite_section(site, run, source_title, observed))
-    published = f"{run['published_at']:%Y-%m-%d}" if run.get("published_at") else "not yet"
+    published = f"{run['published_at'].astimezone(datetime.timezone.utc):%Y-%m-%d}" if run.get("published_at") else "not yet"
     group_link = (f"<a href=\"../groups/{group}.html\">All results in this comparison group →</a> · "
                   if group in groups_with_pages else "")
     kernel_title = run["title"].split(" · ")[0]
@@ -398,6 +414,14 @@ FETCH_ROWS = 1_000
 # The leader's fields the index and kernel pages show.
 SUMMARY_FIELDS = ("kernel", "gpu", "operation_mode", "metric", "workload_slug", "implementation",
                   "median_value", "unit")
+
+# The run ids KernelIndex published that no record has now: each has its permalink page, leading to the run.
+PUBLISHED_PERMALINKS_SQL = """
+SELECT p.identifier, r.run_id, r.title, p.published_at
+FROM published_identifiers p JOIN runs r USING (run_id)
+WHERE p.kind = 'run_id' AND regexp_full_match(p.identifier, '[0-9a-f]+')
+ORDER BY p.identifier
+"""
 
 INDEX_SQL = """
 SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.metric, r.gpu, r.workload_slug,
@@ -613,6 +637,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
             # every kernel gets a page, one whose runs are all unranked too, so every "All results for" resolves
             titles = dict(con.execute("SELECT kernel, split_part(arg_min(title, run_id), ' · ', 1) FROM runs "
                                       "GROUP BY kernel ORDER BY kernel").fetchall())
+            permalinks = records(con, PUBLISHED_PERMALINKS_SQL) if _has_table(con, "published_identifiers") else []
     if fmt == "html":
         summaries.sort(key=lambda s: s[0])
         by_kernel: dict[str, list] = defaultdict(list)
@@ -622,6 +647,9 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         for kernel, title in titles.items():
             write(f"kernels/{kernel_slug(kernel)}.html",
                   kernel_page(kernel, title, by_kernel.get(kernel, []), _page, charts.get(kernel, "")))
+        for permalink in permalinks:
+            write(f"runs/{permalink['identifier']}.html",
+                  published_permalink_page(site, permalink["identifier"], permalink, _page))
         write("index.html", index_page(summaries, providers))
         write("style.css", STYLE.lstrip())
     produced.update(write.produced)

@@ -97,6 +97,36 @@ def _fmt(value) -> str:
     return "—" if value is None else f"{value:.3g}" if isinstance(value, float) else _e(value)
 
 
+IDENTIFIER_KINDS = {"run_id": "run id", "run_digest": "run digest", "comparison_key": "comparison key",
+                    "workload_digest": "workload digest", "implementation_digest": "implementation digest",
+                    "protocol_digest": "protocol digest", "environment_digest": "environment digest"}
+
+
+def published_as(entries: list[dict]) -> str:
+    """A run's earlier published identifiers (`published_identifiers`), each with its kind, and the day its
+    record page published it or the digest version it was."""
+    items = []
+    for entry in entries:
+        when = (f"published {entry['published_at']:%Y-%m-%d}" if entry["origin"] != "v1alpha1" and entry["published_at"]
+                else entry["origin"])
+        items.append(f"{_e(IDENTIFIER_KINDS.get(entry['kind'], entry['kind']))} <code>{_e(entry['identifier'])}</code> "
+                     f"<span class=\"muted\">({_e(when)})</span>")
+    return "<br>".join(items)
+
+
+def published_permalink_page(site: Site, identifier: str, run: dict, page) -> str:
+    """The page at a permalink KernelIndex published under an identifier no record has now: it sends the
+    reader on to the record (`run`: run_id, title, published_at)."""
+    target = f"{run['run_id']}.html"
+    head = (f"<meta http-equiv=\"refresh\" content=\"0; url={_e(target)}\">"
+            f"<link rel=\"canonical\" href=\"{_e(site.permalink(run['run_id']))}\">")
+    body = (f"<h1>Run {_e(identifier)}</h1><p>Published {run['published_at']:%Y-%m-%d} as run {_e(identifier)}: "
+            f"{_e(run['title'])}.</p><p>This record is <a id=\"record\" href=\"{_e(target)}\">run "
+            f"{_e(run['run_id'][:8])} →</a> (run id <code>{_e(run['run_id'])}</code>); its identifiers were "
+            "published under earlier rules and are kept as <code>published_identifiers</code>.</p>")
+    return page(f"Run {identifier} · KernelIndex", body, 1, head)
+
+
 def kernel_slug(kernel: str) -> str:
     """The kernel page's file name: the kernel's name with anything but letters, digits, ``.``, ``_`` and ``-``
     replaced (an upstream kernel name is data, not a path)."""

@@ -24,6 +24,7 @@ from kernelindex_pipeline.derived import (
     load_attestation_files,
     mark_scope,
     update_manifests,
+    update_published_identifiers,
     update_ranks,
     update_runs,
 )
@@ -39,7 +40,7 @@ EVIDENCE_KEY = "evidence"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "claim-spreads-1"
+DERIVED_VERSION = "published-identifiers-1"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 
@@ -133,6 +134,7 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             runs.details["in_scope"] = in_scope
             manifests = update_manifests(con)
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
+            update_published_identifiers(con)
             ranks = update_ranks(con, evidence_changed)
         else:
             runs = manifests = ranks = StepResult(0, False)
