@@ -11,6 +11,9 @@ SOURCE_TITLE = "Liger-Kernel benchmarks"
 SOURCE_FAMILY = "liger_kernel_bench"
 RERUN_FAMILY = "kernelindex_rerun"  # KernelIndex's device-time protocol
 SOURCE_REPLICA_FAMILY = "source_replica"  # the source's own harness (do_bench, host overhead included), replayed
+# One name per protocol family, wherever a page, view or table names a protocol (claim_checks.protocol too).
+PROTOCOL_NAMES = {SOURCE_FAMILY: "liger-kernel-bench", RERUN_FAMILY: "kernelindex-device-time",
+                  SOURCE_REPLICA_FAMILY: "source-replica"}
 SOURCE_NATIVE = "source-native"
 CONTROLLED = "kernelindex-controlled"
 
