@@ -33,8 +33,12 @@ FAMILY_LABELS = {SOURCE_FAMILY: "Liger-Kernel benchmarks", RERUN_FAMILY: "Kernel
 FAMILY_ORDER = (SOURCE_FAMILY, RERUN_FAMILY, SOURCE_REPLICA_FAMILY)
 METRIC_WORDS = {"latency": "latency", "peak_memory": "peak memory"}
 LIGER_ORANGE, BASELINE_BLUE = "#d9480f", "#1c64c8"
-# Line colours: Liger's own provider ("liger") orange as on the group pages, the others in name order.
-PALETTE = (BASELINE_BLUE, "#2b8a3e", "#862e9c", "#0b7285", "#c2255c", "#5c940d", "#495057", "#e0a100", "#5f3dc4")
+# Line styles: Liger's own provider ("liger") orange, solid, with round markers, as on the group pages; the
+# others, in name order over every chart of the site, a colour each, then a dash pattern and marker shape
+# each, so an implementation looks the same in every chart and a line lying on another shows its own markers.
+PALETTE = (BASELINE_BLUE, "#2b8a3e", "#862e9c", "#0b7285", "#c2255c", "#8d5a1a", "#495057", "#e0a100", "#5f3dc4")
+DASHES = ("", "7 4", "2 3")
+MARKERS = ("circle", "square", "triangle", "diamond")
 
 RANKED_SQL = """
 SELECT r.run_id, r.kernel, r.gpu, coalesce(r.form_factor, '') AS form_factor, r.environment_digest,
@@ -52,13 +56,13 @@ WORKLOADS_SQL = "SELECT workload_digest, any_value(definition) FROM workloads GR
 SWEPT_SQL = "SELECT workload_digest, list_sort(list_distinct(list(x_name))) FROM run_keys GROUP BY ALL"
 
 HISTORY_SQL = """
-SELECT kernel, gpu, operation_mode, metric, any_value(unit) AS unit, workload_digest,
+SELECT kernel, gpu || coalesce(' ' || form_factor, '') AS gpu, operation_mode, metric, any_value(unit) AS unit, workload_digest,
     any_value(workload_slug) AS workload_slug, provider, any_value(implementation) AS implementation, liger_version,
     median(median_value) AS median_value, count(*) AS runs, arg_max(run_id, observed_at) AS newest_run
 FROM runs
 WHERE liger_version IS NOT NULL
-GROUP BY kernel, gpu, operation_mode, metric, workload_digest, provider, liger_version
-QUALIFY count(*) OVER (PARTITION BY kernel, gpu, operation_mode, metric, workload_digest, provider) >= 2
+GROUP BY kernel, gpu, form_factor, operation_mode, metric, workload_digest, provider, liger_version
+QUALIFY count(*) OVER (PARTITION BY kernel, gpu, form_factor, operation_mode, metric, workload_digest, provider) >= 2
 """
 
 
@@ -222,10 +226,40 @@ WIDTH, PLOT_HEIGHT = 480, 224
 LEFT, RIGHT, TOP, BOTTOM = 58, 16, 14, 52
 
 
-def provider_colours(providers) -> dict[str, str]:
-    others = sorted(p for p in set(providers) if p != "liger")
-    colours = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(others)}
-    return colours | ({"liger": LIGER_ORANGE} if "liger" in set(providers) else {})
+@dataclass(frozen=True)
+class LineStyle:
+    colour: str
+    dash: str
+    marker: str
+
+
+def provider_styles(providers) -> dict[str, LineStyle]:
+    """Each provider's line style (see PALETTE), the same wherever it is drawn."""
+    providers = set(providers)
+    others = sorted(p for p in providers if p != "liger")
+    styles = {p: LineStyle(PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)],
+                           MARKERS[1 + i % (len(MARKERS) - 1)]) for i, p in enumerate(others)}
+    return styles | ({"liger": LineStyle(LIGER_ORANGE, "", MARKERS[0])} if "liger" in providers else {})
+
+
+def marker(shape: str, x: float, y: float, r: float, colour: str, extra: str = "") -> str:
+    """A point's marker of `shape`, centred on (x, y), about 2r across."""
+    if shape == "circle":
+        return f"<circle cx=\"{x:.1f}\" cy=\"{y:.1f}\" r=\"{r:.1f}\" fill=\"{colour}\"{extra}/>"
+    if shape == "square":
+        return (f"<rect x=\"{x - r * 0.85:.1f}\" y=\"{y - r * 0.85:.1f}\" width=\"{r * 1.7:.1f}\" height=\"{r * 1.7:.1f}\" "
+                f"fill=\"{colour}\"{extra}/>")
+    corners = ((0, -1.2), (1.1, 0.8), (-1.1, 0.8)) if shape == "triangle" else ((0, -1.25), (1.25, 0), (0, 1.25), (-1.25, 0))
+    points = " ".join(f"{x + dx * r:.1f},{y + dy * r:.1f}" for dx, dy in corners)
+    return f"<polygon points=\"{points}\" fill=\"{colour}\"{extra}/>"
+
+
+def swatch(style: LineStyle) -> str:
+    """A legend's sample of a line style: a stroke with its dash and marker."""
+    dash = f" stroke-dasharray=\"{style.dash}\"" if style.dash else ""
+    return (f"<svg class=\"swatch\" viewBox=\"0 0 28 12\" width=\"28\" height=\"12\" aria-hidden=\"true\">"
+            f"<line x1=\"1\" y1=\"6\" x2=\"27\" y2=\"6\" stroke=\"{style.colour}\" stroke-width=\"2.5\"{dash}/>"
+            f"{marker(style.marker, 14, 6, 4, style.colour)}</svg>")
 
 
 def _nice_step(span: float, ticks: int = 4) -> float:
@@ -249,7 +283,7 @@ def _x_positions(xs: list, ordinal: bool) -> dict:
     return {x: LEFT + pad + (plot - 2 * pad) * (f(x) - f(lo)) / ((f(hi) - f(lo)) or 1) for x in xs}
 
 
-def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
+def line_chart(chart: Chart, styles: dict[str, LineStyle], number: int) -> str:
     """A figure: title, the SVG (scales to its container through its viewBox), and the legend."""
     xs = sorted({p[0] for line in chart.lines for p in line.points},
                 key=version_key if chart.kind == "history" else _x_key)
@@ -286,27 +320,29 @@ def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
                  f"font-size=\"14\">{_e(chart.x_label)}</text>"
                  f"<text transform=\"translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)\" text-anchor=\"middle\" "
                  f"font-size=\"14\">{_e(y_label)}</text>")
-    for line in chart.lines:
-        colour = colours[line.provider]
+    # Lines drawn later are thinner, with smaller markers: a line lying exactly on an earlier one shows inside it.
+    for order, line in enumerate(chart.lines):
+        style = styles[line.provider]
+        width, size = max(1.5, 4 - 1.25 * order), max(2.5, 6 - 1.5 * order)
+        dash = f" stroke-dasharray=\"{style.dash}\"" if style.dash else ""
         coords = [(at[x], y(v)) for x, v, _, _ in line.points]
         parts.append(f"<g class=\"line\" data-provider=\"{_e(line.provider)}\"><polyline fill=\"none\" "
-                     f"stroke=\"{colour}\" stroke-width=\"2.5\" points=\""
+                     f"stroke=\"{style.colour}\" stroke-width=\"{width}\"{dash} points=\""
                      + " ".join(f"{px:.1f},{py:.1f}" for px, py in coords) + "\"/>")
         for (px, py), (_, value, run_id, note) in zip(coords, line.points):
-            parts.append(f"<a href=\"../runs/{_e(run_id)}.html\"><circle cx=\"{px:.1f}\" cy=\"{py:.1f}\" r=\"4\" "
-                         f"fill=\"{colour}\"><title>{_e(line.label)} · {_e(note)} · {quantity(value, chart.unit)}"
-                         "</title></circle></a>")
+            title = f"<title>{_e(line.label)} · {_e(note)} · {quantity(value, chart.unit)}</title>"
+            parts.append(f"<a href=\"../runs/{_e(run_id)}.html\">{title}"
+                         f"{marker(style.marker, px, py, size, style.colour)}</a>")
         parts.append("</g>")
     parts.append("</svg>")
-    legend = "".join(f"<li><span class=\"swatch\" style=\"background:{colours[line.provider]}\"></span>"
-                     f"{_e(line.label)}</li>" for line in chart.lines)
+    legend = "".join(f"<li>{swatch(styles[line.provider])}{_e(line.label)}</li>" for line in chart.lines)
     attrs = "".join(f" data-{k}=\"{_e(v)}\"" for k, v in chart.attrs.items())
     return (f"<figure class=\"chart\" id=\"{chart.kind}-{number}\"{attrs}><figcaption><strong>{_e(chart.title)}"
             f"</strong><br><span class=\"muted\">{_e(chart.subtitle)}</span></figcaption>{''.join(parts)}"
             f"<ul class=\"legend\">{legend}</ul></figure>")
 
 
-def charts_section(kind: str, charts: list[Chart], colours: dict[str, str]) -> str:
+def charts_section(kind: str, charts: list[Chart], styles: dict[str, LineStyle]) -> str:
     """A kernel page's charts of one kind, the first of them by priority, drawn in reading order."""
     if not charts:
         return ""
@@ -325,7 +361,7 @@ def charts_section(kind: str, charts: list[Chart], colours: dict[str, str]) -> s
     left_out = len(charts) - len(drawn)
     if left_out:
         lead += f" {len(drawn)} of {len(charts)} charts drawn; {left_out} left out (their groups are listed below)."
-    figures = "".join(line_chart(c, colours, i) for i, c in enumerate(drawn, 1))
+    figures = "".join(line_chart(c, styles, i) for i, c in enumerate(drawn, 1))
     return (f"<section id=\"{kind}\"><h2>{heading}</h2><p class=\"muted\">{lead}</p>"
             f"<div class=\"charts\">{figures}</div></section>")
 
@@ -334,10 +370,10 @@ def kernel_charts(con) -> dict[str, str]:
     """The scaling and history sections of every kernel's page (HTML), by kernel."""
     definitions = {digest: json.loads(text)["spec"] for digest, text in con.execute(WORKLOADS_SQL).fetchall()}
     scaling, history = scaling_charts(con, definitions), history_charts(con, definitions)
+    styles = provider_styles(line.provider for charts in (*scaling.values(), *history.values())
+                             for c in charts for line in c.lines)
     out = {}
     for kernel in scaling.keys() | history.keys():
-        providers = [line.provider for c in scaling.get(kernel, []) + history.get(kernel, []) for line in c.lines]
-        colours = provider_colours(providers)
-        out[kernel] = (charts_section("scaling", scaling.get(kernel, []), colours)
-                       + charts_section("history", history.get(kernel, []), colours))
+        out[kernel] = (charts_section("scaling", scaling.get(kernel, []), styles)
+                       + charts_section("history", history.get(kernel, []), styles))
     return out
