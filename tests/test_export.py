@@ -61,9 +61,16 @@ def test_json_export_has_one_canonical_manifest_per_run_and_an_index(analyst_hom
         digests = dict(con.execute("SELECT run_id, run_digest FROM manifests").fetchall())
     files = sorted((json_export / "runs").glob("*.json"))
     assert {p.stem for p in files} == set(stored)
-    index = json.loads((json_export / "index.json").read_text(encoding="utf-8"))
-    assert index["kind"] == "RunIndex" and len(index["runs"]) == len(stored)
-    for entry in index["runs"][:200]:
+    contents = json.loads((json_export / "index.json").read_text(encoding="utf-8"))
+    assert contents["kind"] == "RunIndexContents" and contents["runs"] == len(stored)
+    entries = []
+    for kernel in contents["kernels"]:
+        index = json.loads((json_export / kernel["file"]).read_text(encoding="utf-8"))
+        assert index["kind"] == "RunIndex" and len(index["runs"]) == kernel["runs"]
+        assert {entry["kernel"] for entry in index["runs"]} == {kernel["kernel"]}
+        entries += index["runs"]
+    assert sorted(entry["run_id"] for entry in entries) == sorted(stored)
+    for entry in entries[:200]:
         text = (json_export / entry["manifest"]).read_text(encoding="utf-8")
         assert text == stored[entry["run_id"]]
         manifest = json.loads(text)
