@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import kernels
-from kernelindex_pipeline.catalog import MODES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.catalog import MODES, PROTOCOL_NAMES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
 from kernelindex_pipeline.display import params_display, plain, quantity, scale
 from kernelindex_pipeline.site import escape as _e
 from kernelindex_pipeline.warehouse import records
@@ -28,8 +28,6 @@ from kernelindex_pipeline.warehouse import records
 MAX_SCALING_CHARTS = 24
 MAX_HISTORY_CHARTS = 16
 
-FAMILY_LABELS = {SOURCE_FAMILY: "Liger-Kernel benchmarks", RERUN_FAMILY: "KernelIndex rerun, device time",
-                 SOURCE_REPLICA_FAMILY: "KernelIndex rerun, Liger's harness"}
 FAMILY_ORDER = (SOURCE_FAMILY, RERUN_FAMILY, SOURCE_REPLICA_FAMILY)
 METRIC_WORDS = {"latency": "latency", "peak_memory": "peak memory"}
 LIGER_ORANGE, BASELINE_BLUE = "#d9480f", "#1c64c8"
@@ -133,7 +131,7 @@ def scaling_charts(con, definitions: dict[str, dict]) -> dict[str, list[Chart]]:
         groups = len(xs)
         out[kernel].append(Chart(
             "scaling", f"{mode} · {METRIC_WORDS.get(metric, metric)} · {gpu}{' ' + form_factor if form_factor else ''}",
-            f"{name} swept · {fixed or 'no other parameters'} · {FAMILY_LABELS.get(family, family)}",
+            f"{name} swept · {fixed or 'no other parameters'} · protocol {PROTOCOL_NAMES.get(family, family)}",
             name, entry["unit"], metric, lines,
             {"gpu": gpu, "mode": mode, "metric": metric, "swept": name, "family": family},
             # the published benchmarks first, then the longest sweeps
