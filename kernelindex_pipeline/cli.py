@@ -143,6 +143,7 @@ def show(run: str) -> tuple[str, list[str]]:
     """The run's canonical manifest (JSON, for stdout) and, for the reader, the published identifier it was
     named by and one line per claim check it takes part in."""
     from kernelindex_pipeline.claims import claims_of_run
+    from kernelindex_pipeline.glossary import claim_text, claim_type
 
     with Warehouse().reader() as con:
         run_id, alias = resolve(con, run)
@@ -154,7 +155,7 @@ def show(run: str) -> tuple[str, list[str]]:
         when = f", published {alias['published_at']:%Y-%m-%d}" if alias["published_at"] else ""
         lines.append(f"{alias['identifier']} is a published {alias['kind'].replace('_', ' ')}{when}: "
                      f"the record is run {run_id}")
-    lines += [f"claim {c['source_order']} ({c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
+    lines += [f"claim {claim_text(c)} ({claim_type(c)}; {c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
               f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
               for c in checks]
     return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False), lines
