@@ -155,7 +155,9 @@ def test_every_local_link_of_the_seed_pages_resolves(analyst_home, html_export):
         path = html_export / "runs" / f"{run_row(analyst_home, external_id)['run_id']}.html"
         for href in re.findall(r'href="([^"]+)"', path.read_text(encoding="utf-8")):
             if not href.startswith("https://"):  # the permalink and the tracker's forms are the site's, not the export's
-                assert (path.parent / href).resolve().exists(), href
+                target, _, fragment = href.partition("#")
+                assert (path.parent / target).resolve().exists(), href
+                assert not fragment or f'id="{fragment}"' in (path.parent / target).read_text(encoding="utf-8"), href
 
 
 def test_controlled_record_shows_its_correctness_check_as_a_table(analyst_home, html_export):
