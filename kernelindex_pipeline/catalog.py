@@ -11,15 +11,11 @@ SOURCE_TITLE = "Liger-Kernel benchmarks"
 SOURCE_FAMILY = "liger_kernel_bench"
 RERUN_FAMILY = "kernelindex_rerun"  # KernelIndex's device-time protocol
 SOURCE_REPLICA_FAMILY = "source_replica"  # the source's own harness (do_bench, host overhead included), replayed
-# The runs of the two records KernelIndex published first (the seed records): their claims are re-checked
-# at the Liger-Kernel release they measured too.
-SEED_EXTERNAL_IDS = (
-    "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04",
-    "geglu/backward/huggingface/nvidia-a100-sxm4-80gb/batch8-hidden4096-intermediate11008-seq8192-bf16/2024-09-03-15-38-42",
-)
-
+# One name per protocol family, wherever a page, view or table names a protocol (claim_checks.protocol too).
+PROTOCOL_NAMES = {SOURCE_FAMILY: "liger-kernel-bench", RERUN_FAMILY: "kernelindex-device-time",
+                  SOURCE_REPLICA_FAMILY: "source-replica"}
 # The rerun protocols, as claim checks name them, and the protocol family of their evidence.
-PROTOCOLS = {"kernelindex-device-time": RERUN_FAMILY, "source-replica": SOURCE_REPLICA_FAMILY}
+PROTOCOLS = {PROTOCOL_NAMES[family]: family for family in (RERUN_FAMILY, SOURCE_REPLICA_FAMILY)}
 SOURCE_NATIVE = "source-native"
 CONTROLLED = "kernelindex-controlled"
 

@@ -19,7 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import kernels
-from kernelindex_pipeline.catalog import MODES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.catalog import MODES, PROTOCOL_NAMES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.chart_styles import BASELINE_BLUE, LIGER_ORANGE, LineStyle, marker, provider_styles, swatch
 from kernelindex_pipeline.display import params_display, plain, quantity, scale
 from kernelindex_pipeline.site import escape as _e
 from kernelindex_pipeline.warehouse import records
@@ -28,14 +29,8 @@ from kernelindex_pipeline.warehouse import records
 MAX_SCALING_CHARTS = 24
 MAX_HISTORY_CHARTS = 16
 
-FAMILY_LABELS = {SOURCE_FAMILY: "Liger-Kernel benchmarks", RERUN_FAMILY: "KernelIndex rerun, device time",
-                 SOURCE_REPLICA_FAMILY: "KernelIndex rerun, Liger's harness"}
 FAMILY_ORDER = (SOURCE_FAMILY, RERUN_FAMILY, SOURCE_REPLICA_FAMILY)
 METRIC_WORDS = {"latency": "latency", "peak_memory": "peak memory"}
-LIGER_ORANGE, BASELINE_BLUE = "#d9480f", "#1c64c8"
-# Line colours: Liger's own provider ("liger") orange as on the group pages, the others in name order.
-PALETTE = (BASELINE_BLUE, "#2b8a3e", "#862e9c", "#0b7285", "#c2255c", "#5c940d", "#495057", "#e0a100", "#5f3dc4")
-
 RANKED_SQL = """
 SELECT r.run_id, r.kernel, r.gpu, coalesce(r.form_factor, '') AS form_factor, r.environment_digest,
     coalesce(p.family, r.evidence_level) AS family, r.operation_mode, r.metric, r.unit, r.provider, r.implementation,
@@ -52,13 +47,13 @@ WORKLOADS_SQL = "SELECT workload_digest, any_value(definition) FROM workloads GR
 SWEPT_SQL = "SELECT workload_digest, list_sort(list_distinct(list(x_name))) FROM run_keys GROUP BY ALL"
 
 HISTORY_SQL = """
-SELECT kernel, gpu, operation_mode, metric, any_value(unit) AS unit, workload_digest,
+SELECT kernel, gpu || coalesce(' ' || form_factor, '') AS gpu, operation_mode, metric, any_value(unit) AS unit, workload_digest,
     any_value(workload_slug) AS workload_slug, provider, any_value(implementation) AS implementation, liger_version,
     median(median_value) AS median_value, count(*) AS runs, arg_max(run_id, observed_at) AS newest_run
 FROM runs
 WHERE liger_version IS NOT NULL
-GROUP BY kernel, gpu, operation_mode, metric, workload_digest, provider, liger_version
-QUALIFY count(*) OVER (PARTITION BY kernel, gpu, operation_mode, metric, workload_digest, provider) >= 2
+GROUP BY kernel, gpu, form_factor, operation_mode, metric, workload_digest, provider, liger_version
+QUALIFY count(*) OVER (PARTITION BY kernel, gpu, form_factor, operation_mode, metric, workload_digest, provider) >= 2
 """
 
 
@@ -129,7 +124,7 @@ def scaling_charts(con, definitions: dict[str, dict]) -> dict[str, list[Chart]]:
         groups = len(xs)
         out[kernel].append(Chart(
             "scaling", f"{mode} · {METRIC_WORDS.get(metric, metric)} · {gpu}{' ' + form_factor if form_factor else ''}",
-            f"{name} swept · {fixed or 'no other parameters'} · {FAMILY_LABELS.get(family, family)}",
+            f"{name} swept · {fixed or 'no other parameters'} · protocol {PROTOCOL_NAMES.get(family, family)}",
             name, entry["unit"], metric, lines,
             {"gpu": gpu, "mode": mode, "metric": metric, "swept": name, "family": family},
             # the published benchmarks first, then the longest sweeps
@@ -222,12 +217,6 @@ WIDTH, PLOT_HEIGHT = 480, 224
 LEFT, RIGHT, TOP, BOTTOM = 58, 16, 14, 52
 
 
-def provider_colours(providers) -> dict[str, str]:
-    others = sorted(p for p in set(providers) if p != "liger")
-    colours = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(others)}
-    return colours | ({"liger": LIGER_ORANGE} if "liger" in set(providers) else {})
-
-
 def _nice_step(span: float, ticks: int = 4) -> float:
     raw = span / ticks
     power = 10 ** math.floor(math.log10(raw))
@@ -249,7 +238,7 @@ def _x_positions(xs: list, ordinal: bool) -> dict:
     return {x: LEFT + pad + (plot - 2 * pad) * (f(x) - f(lo)) / ((f(hi) - f(lo)) or 1) for x in xs}
 
 
-def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
+def line_chart(chart: Chart, styles: dict[str, LineStyle], number: int) -> str:
     """A figure: title, the SVG (scales to its container through its viewBox), and the legend."""
     xs = sorted({p[0] for line in chart.lines for p in line.points},
                 key=version_key if chart.kind == "history" else _x_key)
@@ -286,27 +275,29 @@ def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
                  f"font-size=\"14\">{_e(chart.x_label)}</text>"
                  f"<text transform=\"translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)\" text-anchor=\"middle\" "
                  f"font-size=\"14\">{_e(y_label)}</text>")
-    for line in chart.lines:
-        colour = colours[line.provider]
+    # Lines drawn later are thinner, with smaller markers: a line lying exactly on an earlier one shows inside it.
+    for order, line in enumerate(chart.lines):
+        style = styles[line.provider]
+        width, size = max(1.5, 4 - 1.25 * order), max(2.5, 6 - 1.5 * order)
+        dash = f" stroke-dasharray=\"{style.dash}\"" if style.dash else ""
         coords = [(at[x], y(v)) for x, v, _, _ in line.points]
         parts.append(f"<g class=\"line\" data-provider=\"{_e(line.provider)}\"><polyline fill=\"none\" "
-                     f"stroke=\"{colour}\" stroke-width=\"2.5\" points=\""
+                     f"stroke=\"{style.colour}\" stroke-width=\"{width}\"{dash} points=\""
                      + " ".join(f"{px:.1f},{py:.1f}" for px, py in coords) + "\"/>")
         for (px, py), (_, value, run_id, note) in zip(coords, line.points):
-            parts.append(f"<a href=\"../runs/{_e(run_id)}.html\"><circle cx=\"{px:.1f}\" cy=\"{py:.1f}\" r=\"4\" "
-                         f"fill=\"{colour}\"><title>{_e(line.label)} · {_e(note)} · {quantity(value, chart.unit)}"
-                         "</title></circle></a>")
+            title = f"<title>{_e(line.label)} · {_e(note)} · {quantity(value, chart.unit)}</title>"
+            parts.append(f"<a href=\"../runs/{_e(run_id)}.html\">{title}"
+                         f"{marker(style.marker, px, py, size, style.colour)}</a>")
         parts.append("</g>")
     parts.append("</svg>")
-    legend = "".join(f"<li><span class=\"swatch\" style=\"background:{colours[line.provider]}\"></span>"
-                     f"{_e(line.label)}</li>" for line in chart.lines)
+    legend = "".join(f"<li>{swatch(styles[line.provider])}{_e(line.label)}</li>" for line in chart.lines)
     attrs = "".join(f" data-{k}=\"{_e(v)}\"" for k, v in chart.attrs.items())
     return (f"<figure class=\"chart\" id=\"{chart.kind}-{number}\"{attrs}><figcaption><strong>{_e(chart.title)}"
             f"</strong><br><span class=\"muted\">{_e(chart.subtitle)}</span></figcaption>{''.join(parts)}"
             f"<ul class=\"legend\">{legend}</ul></figure>")
 
 
-def charts_section(kind: str, charts: list[Chart], colours: dict[str, str]) -> str:
+def charts_section(kind: str, charts: list[Chart], styles: dict[str, LineStyle]) -> str:
     """A kernel page's charts of one kind, the first of them by priority, drawn in reading order."""
     if not charts:
         return ""
@@ -325,7 +316,7 @@ def charts_section(kind: str, charts: list[Chart], colours: dict[str, str]) -> s
     left_out = len(charts) - len(drawn)
     if left_out:
         lead += f" {len(drawn)} of {len(charts)} charts drawn; {left_out} left out (their groups are listed below)."
-    figures = "".join(line_chart(c, colours, i) for i, c in enumerate(drawn, 1))
+    figures = "".join(line_chart(c, styles, i) for i, c in enumerate(drawn, 1))
     return (f"<section id=\"{kind}\"><h2>{heading}</h2><p class=\"muted\">{lead}</p>"
             f"<div class=\"charts\">{figures}</div></section>")
 
@@ -334,10 +325,10 @@ def kernel_charts(con) -> dict[str, str]:
     """The scaling and history sections of every kernel's page (HTML), by kernel."""
     definitions = {digest: json.loads(text)["spec"] for digest, text in con.execute(WORKLOADS_SQL).fetchall()}
     scaling, history = scaling_charts(con, definitions), history_charts(con, definitions)
+    styles = provider_styles(line.provider for charts in (*scaling.values(), *history.values())
+                             for c in charts for line in c.lines)
     out = {}
     for kernel in scaling.keys() | history.keys():
-        providers = [line.provider for c in scaling.get(kernel, []) + history.get(kernel, []) for line in c.lines]
-        colours = provider_colours(providers)
-        out[kernel] = (charts_section("scaling", scaling.get(kernel, []), colours)
-                       + charts_section("history", history.get(kernel, []), colours))
+        out[kernel] = (charts_section("scaling", scaling.get(kernel, []), styles)
+                       + charts_section("history", history.get(kernel, []), styles))
     return out

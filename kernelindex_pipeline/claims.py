@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from kernelindex_pipeline import catalog, reasons, verdicts
 from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
+from kernelindex_pipeline.published import SEED_RECORDS
 from kernelindex_pipeline.views import SESSION_SPREAD_SQL
 from kernelindex_pipeline.warehouse import records
 
@@ -287,7 +288,7 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Tabl
     reruns' current release. `version_effect`: `none` where both give the same verdict, `liger_changed`
     where they differ, `not_run` (with the reason) where the source's release has no usable rerun."""
     con.register("cc_current", current)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [list(catalog.SEED_EXTERNAL_IDS)])
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [[seed.external_id for seed in SEED_RECORDS]])
     at_source = _checked_claims(con, "cl.source_liger_version",
                                 "(cl.comparison_key, cl.a_run_id, cl.b_run_id) IN (SELECT * FROM _version_claims)",
                                 reuse_intervals=False)

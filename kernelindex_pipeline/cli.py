@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import NoReturn
 
-from kernelindex_pipeline.warehouse import Warehouse, WarehouseError
+from kernelindex_pipeline.warehouse import Warehouse, WarehouseError, records
 
 _EXCEPTION_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(Error|Failure|Exception): ")
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -111,22 +111,53 @@ def ingest(sources: list[str]) -> dict:
     return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id}
 
 
+# The run a reader's identifier names: a run id or external id; an identifier KernelIndex published that is
+# no record's now (`published_identifiers`: a seed page's run id, or a digest prefix as a page shows it,
+# with or without its ellipsis, or the full digest it begins); a run digest; or the first 8 or more hex
+# digits of one run id, as record pages show it.
+RESOLVE_SQL = """
+SELECT run_id, NULL AS identifier, NULL AS kind, NULL AS published_at FROM runs WHERE run_id = $q OR external_id = $q
+UNION ALL
+SELECT run_id, identifier, kind, published_at FROM published_identifiers
+WHERE run_id IS NOT NULL AND (identifier = $q OR (identifier LIKE 'sha256:%' AND starts_with($q, identifier)))
+UNION ALL
+SELECT run_id, NULL, NULL, NULL FROM run_manifests WHERE run_digest = $q
+UNION ALL
+SELECT run_id, NULL, NULL, NULL FROM runs WHERE length($q) >= 8 AND starts_with(run_id, $q)
+"""
+
+
+def resolve(con, text: str) -> tuple[str, dict | None]:
+    """The run id `text` names (see RESOLVE_SQL), and the published identifier it was, if one."""
+    query = text.strip().removesuffix("…").removesuffix("...")
+    query = query.lower() if re.fullmatch(r"(?i)(sha256:)?[0-9a-f]+", query) else query
+    found = records(con, RESOLVE_SQL, {"q": query})
+    runs = {f["run_id"] for f in found}
+    if len(runs) != 1:
+        many = f" (it begins {len(runs)} run ids)" if runs else ""
+        raise CliError(f"no run with id, external id, digest or published identifier {text!r}{many}")
+    return found[0]["run_id"], next((f for f in found if f["identifier"]), None)
+
+
 def show(run: str) -> tuple[str, list[str]]:
-    """The run's canonical manifest (JSON, for stdout) and one line per claim check it takes part in."""
+    """The run's canonical manifest (JSON, for stdout) and, for the reader, the published identifier it was
+    named by and one line per claim check it takes part in."""
     from kernelindex_pipeline.claims import claims_of_run
+    from kernelindex_pipeline.glossary import claim_text, claim_type
 
     with Warehouse().reader() as con:
-        row = con.execute(
-            "SELECT m.manifest, r.run_id FROM manifests m JOIN runs r USING (run_id) "
-            "WHERE r.run_id = ? OR r.external_id = ?", [run, run]).fetchall()
-        if not row:
-            raise CliError(f"no run with id or external id {run!r}")
-        (text, run_id), = row
+        run_id, alias = resolve(con, run)
+        (text,), = con.execute("SELECT manifest FROM manifests WHERE run_id = ?", [run_id]).fetchall()
         checks = claims_of_run(con, run_id)
     manifest = json.loads(text)
-    lines = [f"claim {c['source_order']} ({c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
-             f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
-             for c in checks]
+    lines = []
+    if alias:
+        when = f", published {alias['published_at']:%Y-%m-%d}" if alias["published_at"] else ""
+        lines.append(f"{alias['identifier']} is a published {alias['kind'].replace('_', ' ')}{when}: "
+                     f"the record is run {run_id}")
+    lines += [f"claim {claim_text(c)} ({claim_type(c)}; {c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
+              f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
+              for c in checks]
     return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False), lines
 
 
@@ -224,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", action="append", default=[], metavar="DIR_OR_URL",
                    help="a snapshot directory, github:owner/name, or an http(s) URL (repeatable; default: shipped data)")
     p = sub.add_parser("show", help="print the canonical manifest of a run")
-    p.add_argument("run", metavar="RUN", help="run id or external id")
+    p.add_argument("run", metavar="RUN", help="run id, external id, run digest or published identifier")
     p = sub.add_parser("query", help="run read-only SQL on the warehouse")
     p.add_argument("sql")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",

@@ -18,6 +18,7 @@ from kernelindex_pipeline import catalog, claims, evidence
 from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
 from kernelindex_pipeline.manifests import write_manifests
+from kernelindex_pipeline.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORDS, seed_rows
 from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
 
@@ -193,18 +194,41 @@ def update_manifests(con: duckdb.DuckDBPyConnection) -> StepResult:
 
 def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
     """Stamp each run published for the first time (only a run in scope can be) with this publication's
-    time; a run's stamp, once written, never changes (a record page's "Published" date), even if the run is
-    withdrawn and listed again."""
+    time, or the day its record page was published where it was published before (SEED_RECORDS); a run's
+    stamp, once written, never changes (a record page's "Published" date), even if the run is withdrawn and
+    listed again, except to move back to the day a record page first published it."""
+    con.execute("CREATE OR REPLACE TEMP TABLE first_published AS SELECT * FROM (VALUES "
+                + ", ".join("(?, timezone('UTC', ?::TIMESTAMP))" for _ in SEED_RECORDS) + ") f(run_id, published_at)",
+                [value for r in SEED_RECORDS for value in (r.current_run_id, r.published_on)])
     [(added,)] = con.execute("""
         INSERT INTO publications
-        SELECT run_id, date_trunc('second', get_current_timestamp()), source FROM runs
-        WHERE run_id IN (SELECT run_id FROM scope_runs) AND run_id IN (SELECT run_id FROM run_manifests)
-          AND run_id NOT IN (SELECT run_id FROM publications)
+        SELECT r.run_id, coalesce(f.published_at, date_trunc('second', get_current_timestamp())), r.source
+        FROM runs r LEFT JOIN first_published f USING (run_id)
+        WHERE r.run_id IN (SELECT run_id FROM scope_runs) AND r.run_id IN (SELECT run_id FROM run_manifests)
+          AND r.run_id NOT IN (SELECT run_id FROM publications)
     """).fetchall()
     # Stamps written before they named their run's source (the Parquet parts are per stamp and source).
     con.execute("UPDATE publications SET source = r.source FROM runs r "
                 "WHERE publications.source IS NULL AND publications.run_id = r.run_id").fetchall()
+    # A run stamped later than its record page was first published moves to its part of that day.
+    con.execute("""
+        INSERT INTO publication_changes
+        SELECT 'publications', run_id FROM publications JOIN first_published f USING (run_id)
+        WHERE publications.published_at > f.published_at""").fetchall()
+    con.execute("UPDATE publications SET published_at = f.published_at FROM first_published f "
+                "WHERE publications.run_id = f.run_id AND publications.published_at > f.published_at").fetchall()
+    con.execute("DROP TABLE first_published")
     return added
+
+
+def update_published_identifiers(con: duckdb.DuckDBPyConnection) -> bool:
+    """`published_identifiers`: every identifier published that is no record's now, with the record it
+    leads to (published.py)."""
+    con.register("seed_identifiers", pa.Table.from_pylist(seed_rows()))
+    changed = replace_if_changed(con, "published_identifiers",
+                                 f"SELECT * FROM ({PUBLISHED_IDENTIFIERS_SQL}) ORDER BY kind, identifier")
+    con.unregister("seed_identifiers")
+    return changed
 
 
 def update_ranks(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:

@@ -3,10 +3,17 @@ the kernel's display order."""
 
 from __future__ import annotations
 
+import html
+
 import kernels
 
 TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
 BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
+
+
+def escape(value) -> str:
+    """HTML-escaped text of a value; None is empty."""
+    return html.escape("" if value is None else str(value))
 
 
 def scale(value: float, unit: str) -> tuple[float, str]:

@@ -4,14 +4,18 @@ Long because the page templates live beside the one query they render; the site 
 citation, report link, kernel pages) is `kernelindex_pipeline.site`.
 
 JSON layout (DIR):
-    index.json              one entry per run: ids, title, group, digest, file
+    index.json              the run index's contents: each kernel, its runs, its file
+    index/<kernel>.json     one entry per run of the kernel: ids, title, group, digest, file
     runs/<run_id>.json      the run's canonical manifest, byte for byte as stored (its digests recompute)
 
 HTML layout (DIR): the JSON layout, plus
-    index.html              every comparison group, by kernel
-    runs/<run_id>.html      one record page per run (the sections of the published seed records)
+    index.html              every comparison group, by kernel, with the search box (site_index.py)
+    glossary.html           what verdicts, claims, protocols and statuses mean (glossary.py)
+    runs/<run_id>.html      one record page per run (the sections of the published seed records), and one per
+                            run id published before (published_identifiers), leading to its record
     groups/<key>.html       one page per comparison group with ranked runs, an SVG chart (median, p20-p80 bars)
     kernels/<kernel>.html   one page per kernel: scaling and release-history charts, its groups by GPU and pass
+    search/                 the search box's shards (site_index.py)
     style.css
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import datetime
 import functools
 import json
 import multiprocessing
@@ -29,7 +34,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kernelindex_pipeline.charts import chart_svg, kernel_charts
+from kernelindex_pipeline.catalog import PROTOCOL_NAMES, RERUN_FAMILY, SOURCE_REPLICA_FAMILY
 from kernelindex_pipeline.display import ordered_params, plain, quantity, workload_display
+from kernelindex_pipeline.glossary import GLOSSARY_PAGE, claim_text, claim_type, glossary_page, term_link, verdict_counts
 from kernelindex_pipeline.site import (
     Site,
     cite_section,
@@ -37,8 +44,11 @@ from kernelindex_pipeline.site import (
     escape as _e,
     kernel_page,
     kernel_slug,
+    published_as,
+    published_permalink_page,
     replications_section,
 )
+from kernelindex_pipeline.site_index import index_page, run_index_files, search_files
 from kernelindex_pipeline.warehouse import Warehouse, records
 
 SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
@@ -48,7 +58,7 @@ EXPORT_SQL = """
 SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.implementation, r.project,
     r.metric, r.unit, r.median_value, r.p20_value, r.p80_value, r.gpu, r.architecture, r.workload_slug,
     r.observed_at, r.evidence_level, r.source, r.status, r.withdrawn_upstream, r.liger_version, r.comparison_key,
-    r.source_unit, r.source_p20, r.source_p50, r.source_p80,
+    r.source_unit, r.source_p20, r.source_p50, r.source_p80, r.form_factor,
     m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
     k.rank, k.group_size, {published_at} AS published_at, {listing_rank}, {source_artifact} AS source_artifact
 FROM runs r
@@ -82,11 +92,11 @@ def _short(digest: str | None, n: int) -> str:
 
 # -- pages -----------------------------------------------------------------------------------------
 
-def _page(title: str, body: str, depth: int) -> str:
+def _page(title: str, body: str, depth: int, head: str = "") -> str:
     up = "../" * depth
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_e(title)}</title>"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{head}<title>{_e(title)}</title>"
         f"<link rel=\"stylesheet\" href=\"{up}style.css\"></head>\n<body>\n"
         f"<header><a href=\"{up}index.html\">KernelIndex</a></header>\n<main>\n{body}\n</main>\n</body></html>\n"
     )
@@ -108,17 +118,20 @@ def claim_checks_section(checks: list[dict]) -> str:
         sessions = c.get("sessions")
         flag = (f"<br><span class=\"flag source-artifact\">source artifact: {_e(c['source_artifact'])}</span>"
                 if c.get("source_artifact") else "")
-        rows.append(f"<tr><td>{_e(c['source_order'])} ({_e(c['source_gpu'])}, ratio {c['source_ratio']:.3f})</td>"
-                    f"<td>{_e(c['protocol'])}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
-                    f"<td><strong>{_e(c['verdict'])}</strong>{' · host-bound' if c['host_bound'] else ''}"
+        rows.append(f"<tr><td>{_e(claim_text(c))} <span class=\"muted\">({_e(c['source_gpu'])}, ratio "
+                    f"{c['source_ratio']:.3f})</span></td><td>{term_link(claim_type(c), 1)}</td>"
+                    f"<td>{term_link(c['protocol'], 1)}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
+                    f"<td><strong>{term_link(c['verdict'], 1)}</strong>"
+                    f"{' · ' + term_link('host-bound', 1) if c['host_bound'] else ''}"
                     f"{f' · {sessions} sessions' if sessions and sessions > 1 else ''}{flag}"
                     f"<br><span class=\"muted\">{_e(c['reason'])}</span></td></tr>")
-    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2><p>Each ordered pair of implementations "
-            "in this run's comparison group is a source claim, re-checked on KernelIndex's GPU under two "
-            "protocols (device time; the source's own harness replayed). Ratios are b / a medians; verdicts "
-            "compare orders and ratios, never absolute times across GPUs.</p><table><thead><tr><th>source claim"
-            "</th><th>protocol</th><th>rerun GPU</th><th>rerun ratio [95% CI]</th><th>verdict</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></section>")
+    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2><p>Each pair of implementations ranked in "
+            "this run's comparison group is a source claim, re-checked on KernelIndex's GPU under two protocols "
+            f"({term_link(PROTOCOL_NAMES[RERUN_FAMILY], 1)}, {term_link(PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY], 1)}). "
+            "Ratios are the second implementation's median over the first's; verdicts compare orders and ratios, "
+            f"never absolute times across GPUs (<a href=\"../{GLOSSARY_PAGE}\">glossary</a>).</p><table><thead><tr>"
+            "<th>source claim</th><th>type</th><th>protocol</th><th>rerun GPU</th><th>rerun ratio [95% CI]</th>"
+            f"<th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></section>")
 
 
 REPLICATION_SQL = """
@@ -223,7 +236,10 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     level = run["evidence_level"]
 
     superseded = ""
-    if run["rank"] is not None:
+    failed = run["status"] != "passed"
+    if failed:
+        rank_line = f"Not ranked: {term_link(run['status'], 1)} · {_e(level)} comparison · observed {observed}"
+    elif run["rank"] is not None:
         rank_line = f"Rank {run['rank']} in its comparison group · {_e(level)} comparison · observed {observed}"
     elif run["withdrawn_upstream"]:
         rank_line = f"Not ranked: withdrawn upstream · {_e(level)} comparison · observed {observed}"
@@ -250,10 +266,15 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     native_line = " · ".join(f"{_e(k.replace('_', ' '))} {_e(v)}" for k, v in native.items())
 
     sections = [f"<h1>Run {_e(run['run_id'][:8])} <span class=\"muted\">· {_e(run['title'])}</span></h1>"]
+    if failed:
+        sections.append(f"<p id=\"status\" class=\"status\"><strong>Status: {term_link(run['status'], 1)}</strong> "
+                        f"— no measurement. {_e(run.get('status_reason') or '')}</p>")
+    primary = (f"<p class=\"primary\"><span class=\"value\">{quantity(run['median_value'], unit, '')}</span>"
+               "<span class=\"stat\">median</span></p>" if run["median_value"] is not None else
+               f"<p class=\"primary\"><span class=\"stat\">No measurement: {_e(run['status'])}</span></p>")
     sections.append(
-        "<section id=\"primary\"><h2>Primary measurement</h2>"
-        f"<p class=\"primary\"><span class=\"value\">{quantity(run['median_value'], unit, '')}</span>"
-        f"<span class=\"stat\">median</span></p><p class=\"rank\">{rank_line}</p>{superseded}{compare}"
+        f"<section id=\"primary\"><h2>Primary measurement</h2>{primary}"
+        f"<p class=\"rank\">{rank_line}</p>{superseded}{compare}"
         + (f"<p class=\"flag source-artifact\">Source artifact: {_e(run['source_artifact'])}</p>"
            if run.get("source_artifact") else "")
         + (f"<p class=\"native\">{native_line}</p>" if native_line else "") + "</section>")
@@ -268,6 +289,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     if run["external_id"]:
         identity.append(("external id", f"<code>{_e(run['external_id'])}</code>"))
     identity.append(("run digest", f"<code title=\"{_e(run['run_digest'])}\">{_e(_short(run['run_digest'], 23))}</code>"))
+    if run.get("published_as"):
+        identity.append(("published before as", published_as(run["published_as"])))
     if run["liger_version"]:
         identity.append(("liger version", _e(run["liger_version"])))
     sections.append("<section id=\"identity\"><h2>Identity</h2>" + _dl(identity) + "</section>")
@@ -302,11 +325,16 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
             ("timer", _e(protocol.get("measurement", {}).get("timer"))),
             ("primaryStatistic", _e(protocol.get("measurement", {}).get("primaryStatistic"))),
             ("comparabilityFamily", _e(protocol.get("comparability", {}).get("family")))]
+    family = protocol.get("comparability", {}).get("family")
+    if family in PROTOCOL_NAMES:
+        prot.append(("protocol", term_link(PROTOCOL_NAMES[family], 1)))
     notes = protocol.get("comparability", {}).get("notes")
     sections.append("<section id=\"protocol\"><h2>Protocol</h2>" + _dl(prot)
                     + (f"<p class=\"muted\">{_e(notes)}</p>" if notes else "") + "</section>")
 
     env = [("gpu", _e(f"{hardware.get('product', run['gpu'])} ({hardware.get('architecture', run['architecture'])})"))]
+    if hardware.get("formFactor"):
+        env.append(("formFactor", _e(hardware["formFactor"])))
     env += [(k, _e(v)) for k, v in sorted(software.items())]
     sections.append("<section id=\"environment\"><h2>Environment</h2>" + _dl(env) + "</section>")
     sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
@@ -314,9 +342,10 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     sections.append(replications_section(site, run, attestations, quantity))
     sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
                     f"<pre>{_pretty_manifest(manifest)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
-                    "(canonical JSON; the run digest is the sha256 of its <code>run</code> object)</p></section>")
+                    "(canonical JSON, RFC 8785; the run digest is the sha256 of its <code>run</code> object without its "
+                    "<code>metadata</code>: docs/digests.md)</p></section>")
     sections.append(cite_section(site, run, source_title, observed))
-    published = f"{run['published_at']:%Y-%m-%d}" if run.get("published_at") else "not yet"
+    published = f"{run['published_at'].astimezone(datetime.timezone.utc):%Y-%m-%d}" if run.get("published_at") else "not yet"
     group_link = (f"<a href=\"../groups/{group}.html\">All results in this comparison group →</a> · "
                   if group in groups_with_pages else "")
     kernel_title = run["title"].split(" · ")[0]
@@ -327,7 +356,21 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     return _page(f"Run {run['run_id'][:8]} · KernelIndex", "\n".join(sections), 1)
 
 
-def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) -> str:
+def card(run: dict) -> str:
+    """The run's GPU as the views and claim_checks name it: model, then form factor where known."""
+    return f"{run['gpu']} {run['form_factor']}" if run.get("form_factor") else run["gpu"]
+
+
+def protocol_name(run: dict) -> str:
+    """The one name of the run's protocol (catalog.PROTOCOL_NAMES), from its manifest."""
+    family = json.loads(run["manifest"])["protocol"]["spec"].get("comparability", {}).get("family")
+    return PROTOCOL_NAMES.get(family, family or "unknown")
+
+
+def group_page(key: str, ranked: list[dict], others: list[dict], workload: str,
+               counts: dict[tuple[str, str], int] | None = None) -> str:
+    """A comparison group's page: its card and protocol, its ranked runs with a chart, the verdicts of its
+    source claims (``counts``: (protocol, verdict) -> claims) and its earlier runs."""
     first = (ranked or others)[0]
     title = f"{first['title'].split(' · ')[0]} · {first['operation_mode']} · {first['metric']}"
     best = ranked[0]["median_value"] if ranked else None
@@ -355,68 +398,17 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) 
                  + "</ul><p class=\"muted\">The source's run measured something other than its label; KernelIndex's "
                  "reruns of the claims it takes part in say what each provider really did.</p></section>"
                  if flagged else "")
-    body = (f"<h1>{_e(title)}</h1><p class=\"workload\">{_e(workload)} · {_e(first['gpu'])}</p>"
+    verdicts = ""
+    if first["evidence_level"] == "source-native":
+        verdicts = ("<section id=\"verdicts\"><h2>What the reruns found</h2><p class=\"muted\">This group's source "
+                    "claims by rerun protocol and verdict; each run's page gives its claims one by one.</p>"
+                    f"{verdict_counts(counts or {}, 1)}</section>")
+    body = (f"<h1>{_e(title)}</h1><p class=\"workload\">{_e(workload)}</p><dl><dt>GPU</dt><dd id=\"card\">"
+            f"{_e(card(first))}</dd><dt>protocol</dt><dd id=\"protocol\">{term_link(protocol_name(first), 1)}</dd></dl>"
             f"<p class=\"muted\">comparison key <code>{_e(key)}</code></p>"
             f"<section id=\"chart-section\"><h2>Median with p20–p80</h2>{chart_svg(ranked)}</section>"
-            f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{artifacts}{earlier}")
+            f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{artifacts}{verdicts}{earlier}")
     return _page(f"{title} · {workload} · KernelIndex", body, 1)
-
-
-def index_page(groups: list[tuple[str, dict, int]], providers: dict[str, list[str]]) -> str:
-    """Every comparison group with ranked runs, by kernel, with filters by kernel, GPU and provider that
-    run in the page itself (no network)."""
-    by_kernel: dict[str, list] = defaultdict(list)
-    for slug, leader, size in groups:
-        by_kernel[leader["kernel"]].append((slug, leader, size))
-    parts = ["<h1>KernelIndex</h1><p>Comparison groups of the Liger-Kernel benchmark runs, with the current #1.</p>",
-             INDEX_FILTERS]
-    for kernel in sorted(by_kernel):
-        rows = "".join(
-            f"<tr data-kernel=\"{_e(kernel)}\" data-gpu=\"{_e(l['gpu'])}\" "
-            f"data-providers=\"{_e(' '.join(providers.get(slug, [])))}\">"
-            f"<td><a href=\"groups/{slug}.html\">{_e(l['operation_mode'])} · {_e(l['metric'])}</a></td>"
-            f"<td>{_e(l['workload_slug'])}</td><td>{_e(l['gpu'])}</td><td>{_e(l['implementation'])}</td>"
-            f"<td>{quantity(l['median_value'], l['unit'])}</td><td>{size}</td></tr>"
-            for slug, l, size in sorted(by_kernel[kernel], key=lambda g: (g[1]["operation_mode"], g[1]["metric"],
-                                                                          g[1]["workload_slug"], g[1]["gpu"])))
-        parts.append(f"<section class=\"kernel\"><h2 id=\"{_e(kernel)}\"><a href=\"kernels/{_e(kernel_slug(kernel))}.html\">"
-                     f"{_e(kernel)}</a></h2><table><thead><tr><th>group</th>"
-                     "<th>workload</th><th>gpu</th><th>#1</th><th>median</th><th>runs</th></tr></thead>"
-                     f"<tbody>{rows}</tbody></table></section>")
-    parts.append(INDEX_SCRIPT)
-    return _page("KernelIndex · comparison groups", "\n".join(parts), 0)
-
-
-INDEX_FILTERS = ("<form id=\"filters\"><label>kernel <select id=\"f-kernel\"><option value=\"\">all</option></select>"
-                 "</label> <label>GPU <select id=\"f-gpu\"><option value=\"\">all</option></select></label> "
-                 "<label>provider <select id=\"f-provider\"><option value=\"\">all</option></select></label> "
-                 "<span id=\"f-count\" class=\"muted\"></span></form>")
-# Options come from the rows themselves; a filter hides the rows (and kernel sections) that do not match.
-# The choice is kept in the URL's query (?kernel=...&gpu=...&provider=...) so a filtered index can be linked.
-INDEX_SCRIPT = """<script>
-const rows = [...document.querySelectorAll('tr[data-kernel]')];
-const filters = {kernel: r => [r.dataset.kernel], gpu: r => [r.dataset.gpu], provider: r => r.dataset.providers.split(' ')};
-const params = new URLSearchParams(location.search);
-for (const [name, values] of Object.entries(filters)) {
-  const select = document.getElementById('f-' + name);
-  for (const v of [...new Set(rows.flatMap(values))].filter(Boolean).sort()) select.add(new Option(v, v));
-  select.value = params.get(name) || '';
-  select.addEventListener('change', apply);
-}
-function apply() {
-  let shown = 0;
-  for (const r of rows) {
-    const keep = Object.entries(filters).every(([name, values]) => {
-      const want = document.getElementById('f-' + name).value;
-      return !want || values(r).includes(want);
-    });
-    r.hidden = !keep; shown += keep;
-  }
-  for (const s of document.querySelectorAll('section.kernel')) s.hidden = !s.querySelector('tr[data-kernel]:not([hidden])');
-  document.getElementById('f-count').textContent = shown + ' of ' + rows.length + ' groups';
-}
-apply();
-</script>"""
 
 
 STYLE = """
@@ -432,13 +424,20 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margi
 dt { color: #57606a; } dd { margin: 0; overflow-wrap: anywhere; }
 pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 12px; }
 .cite { background: #f6f8fa; padding: 10px; font-size: 13px; overflow-wrap: anywhere; }
-table { border-collapse: collapse; font-size: 14px; display: block; overflow-x: auto; max-width: 100%; } td, th { padding: 3px 10px 3px 0; text-align: left; }
+table { border-collapse: collapse; font-size: 14px; width: 100%; }
+td, th { padding: 3px 10px 3px 0; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+@media (max-width: 600px) { table { font-size: 12px; } td, th { padding-right: 6px; } }
+.status { background: #fff4e6; border-left: 4px solid #d9480f; padding: 8px 12px; }
+.warning { color: #b3261e; }
+#search-results { margin: 4px 0 12px; padding-left: 18px; overflow-wrap: anywhere; }
+#filters input { max-width: 9rem; }
+dl.glossary { grid-template-columns: minmax(7rem, max-content) 1fr; }
 footer { margin-top: 2rem; color: #57606a; font-size: 14px; }
 svg { max-width: 100%; height: auto; }
 .charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 400px), 1fr)); gap: 20px; }
 figure.chart { margin: 0; min-width: 0; } figcaption { font-size: 14px; }
 .legend { list-style: none; display: flex; flex-wrap: wrap; gap: 2px 14px; padding: 0; margin: 2px 0; font-size: 13px; }
-.swatch { display: inline-block; width: 16px; height: 4px; margin-right: 5px; vertical-align: middle; }
+.swatch { display: inline-block; width: 28px; height: 12px; margin-right: 5px; vertical-align: middle; }
 """
 
 
@@ -457,15 +456,15 @@ FETCH_ROWS = 1_000
 
 # The leader's fields the index and kernel pages show.
 SUMMARY_FIELDS = ("kernel", "gpu", "operation_mode", "metric", "workload_slug", "implementation",
-                  "median_value", "unit")
+                  "median_value", "unit", "card", "protocol")
 
-INDEX_SQL = """
-SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.metric, r.gpu, r.workload_slug,
-    r.observed_at, r.evidence_level, r.comparison_key, k.rank, k.group_size, r.withdrawn_upstream, m.run_digest
-FROM runs r JOIN manifests m USING (run_id) LEFT JOIN ranks k USING (run_id)
-ORDER BY r.run_id
+# The run ids KernelIndex published that no record has now: each has its permalink page, leading to the run.
+PUBLISHED_PERMALINKS_SQL = """
+SELECT p.identifier, r.run_id, r.title, p.published_at
+FROM published_identifiers p JOIN runs r USING (run_id)
+WHERE p.kind = 'run_id' AND regexp_full_match(p.identifier, '[0-9a-f]+')
+ORDER BY p.identifier
 """
-
 
 class _Writer:
     """Writes an export's files, leaving a file whose bytes would not change untouched (so a re-export
@@ -506,8 +505,8 @@ def _prune(directory: Path, produced: set[str], fmt: str) -> int:
     """Remove, from the folders the export owns, the pages and manifests it no longer produces (a JSON
     export owns the manifests only)."""
     removed = 0
-    suffixes = (".html", ".json") if fmt == "html" else (".json",)
-    for folder in ("runs", "groups", "kernels") if fmt == "html" else ("runs",):
+    suffixes = (".html", ".json", ".js") if fmt == "html" else (".json",)
+    for folder in ("runs", "groups", "kernels", "index", "search/ids", "search/kernels") if fmt == "html" else ("runs", "index"):
         if not (directory / folder).is_dir():
             continue
         for entry in os.scandir(directory / folder):
@@ -561,12 +560,22 @@ def _export_shard(shard: _Shard) -> dict:
         con.execute(f"SET memory_limit = '{SHARD_MEMORY}'; SET threads = 1; SET enable_progress_bar = false")
         in_shard = "IN (SELECT run_id FROM runs WHERE {shard})"
         checks_by_run: dict[str, list[dict]] = defaultdict(list)
+        counts_by_group: dict[str, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
         attestations_by_run: dict[str, list[dict]] = defaultdict(list)
+        published_by_run: dict[str, list[dict]] = defaultdict(list)
+        status_reasons: dict[str, str] = {}
         if shard.fmt == "html":
             for check in _shard_records(con, shard, f"SELECT * FROM claim_checks WHERE a_run_id {in_shard} OR "
                                         f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
                 checks_by_run[check["a_run_id"]].append(check)
                 checks_by_run[check["b_run_id"]].append(check)
+                counts_by_group[check["comparison_key"]][(check["protocol"], check["verdict"])] += 1
+            if _has_table(con, "published_identifiers"):
+                for entry in _shard_records(con, shard, "SELECT run_id, identifier, kind, published_at, origin FROM "
+                                            f"published_identifiers WHERE run_id {in_shard} ORDER BY kind, identifier"):
+                    published_by_run[entry["run_id"]].append(entry)
+            status_reasons = {r["run_id"]: r["status_reason"] for r in _shard_records(
+                con, shard, f"SELECT run_id, status_reason FROM controlled_runs WHERE status <> 'passed' AND run_id {in_shard}")}
             if _has_table(con, "attestations"):
                 for attestation in _shard_records(con, shard, f"SELECT * FROM attestations WHERE run_id {in_shard}"):
                     attestations_by_run[attestation["run_id"]].append(attestation)
@@ -586,12 +595,14 @@ def _export_shard(shard: _Shard) -> dict:
                                 reverse=True)
                 workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
                                             members[0]["workload_slug"])
-                write(f"groups/{slug}.html", group_page(key, ranked, others, workload))
-                summaries.append((slug, {f: leader[f] for f in SUMMARY_FIELDS}, len(ranked)))
+                write(f"groups/{slug}.html", group_page(key, ranked, others, workload, counts_by_group.get(key)))
+                summary = dict(leader, card=card(leader), protocol=protocol_name(leader))
+                summaries.append((slug, {f: summary[f] for f in SUMMARY_FIELDS}, len(ranked)))
                 providers[slug] = sorted({r["provider"] for r in ranked})
             with_page = {group_slug(key)} if ranked else set()
             by_id = {r["run_id"]: r for r in members}  # a listing leader is of the same group
             for run in members:
+                run.update(published_as=published_by_run.get(run["run_id"]), status_reason=status_reasons.get(run["run_id"]))
                 write(f"runs/{run['run_id']}.html",
                       record_page(run, leader, with_page, checks_by_run.get(run["run_id"], []), shard.site,
                                   attestations_by_run.get(run["run_id"], []),
@@ -626,21 +637,6 @@ def _default_progress(done: int, total: int, what: str) -> None:
         print(f"\r{what}: {done}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-def _index_json(con) -> str:
-    """index.json: one entry per run, a line each, by run id."""
-    cursor = con.execute(INDEX_SQL)
-    names = [d[0] for d in cursor.description]
-    lines = []
-    while rows := cursor.fetchmany(FETCH_ROWS):
-        for row in rows:
-            entry = dict(zip(names, row))
-            entry["observed_at"] = entry["observed_at"].isoformat()
-            entry["manifest"] = f"runs/{entry['run_id']}.json"
-            lines.append(json.dumps(entry, ensure_ascii=False))
-    return ('{"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndex", "runs": [\n'
-            + ",\n".join(lines) + "\n]}\n")
-
-
 def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
            site: Site | None = None, workers: int | None = None) -> str:
     """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
@@ -667,13 +663,22 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         providers.update(result["providers"])
     write = _Writer(str(directory))
     with warehouse.reader(bounded=True, generation=generation) as con:
-        write("index.json", _index_json(con))
+        for path, text in run_index_files(con).items():
+            write(path, text)
         if fmt == "html":
+            renamed = _has_table(con, "published_identifiers")
+            for path, text in search_files(con, renamed).items():
+                write(path, text)
+            verdicts: dict[str, dict[tuple[str, str], int]] = defaultdict(dict)
+            for kernel, protocol, verdict, claims in con.execute(
+                    "SELECT kernel, protocol, verdict, count(*) FROM claim_checks GROUP BY ALL").fetchall():
+                verdicts[kernel][(protocol, verdict)] = claims
             charts = kernel_charts(con)
             # every kernel gets a page, one whose runs are all unranked too, so every "All results for" resolves
             titles = dict(con.execute("SELECT kernel, split_part(arg_min(title, run_id), ' · ', 1) FROM runs "
                                       "GROUP BY kernel ORDER BY kernel").fetchall())
             verdict_sections = kernel_verdict_sections(con)
+            permalinks = records(con, PUBLISHED_PERMALINKS_SQL) if renamed else []
     if fmt == "html":
         summaries.sort(key=lambda s: s[0])
         by_kernel: dict[str, list] = defaultdict(list)
@@ -683,8 +688,12 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         for kernel, title in titles.items():
             write(f"kernels/{kernel_slug(kernel)}.html",
                   kernel_page(kernel, title, by_kernel.get(kernel, []), _page,
-                              charts.get(kernel, "") + verdict_sections.get(kernel, "")))
-        write("index.html", index_page(summaries, providers))
+                              charts.get(kernel, "") + verdict_sections.get(kernel, ""), verdicts.get(kernel)))
+        for permalink in permalinks:
+            write(f"runs/{permalink['identifier']}.html",
+                  published_permalink_page(site, permalink["identifier"], permalink, _page))
+        write("index.html", index_page(summaries, providers, verdicts, _page))
+        write(GLOSSARY_PAGE, glossary_page(_page))
         write("style.css", STYLE.lstrip())
     produced.update(write.produced)
     removed = _prune(directory, produced, fmt)

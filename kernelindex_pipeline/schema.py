@@ -95,6 +95,8 @@ CREATE TABLE IF NOT EXISTS attestations (
     metric VARCHAR, median_value DOUBLE, p20_value DOUBLE, p80_value DOUBLE, environment VARCHAR, command VARCHAR,
     file VARCHAR);
 CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPTZ, source VARCHAR);
+CREATE TABLE IF NOT EXISTS published_identifiers (
+    identifier VARCHAR, kind VARCHAR, current VARCHAR, run_id VARCHAR, published_at DATE, origin VARCHAR);
 CREATE TABLE IF NOT EXISTS listing_ranks (run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT,
     leader_run_id VARCHAR, listed_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS publication_changes (table_name VARCHAR, key VARCHAR);

@@ -8,7 +8,6 @@ parameters, as GitHub's ``.../issues/new`` does).
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
@@ -16,17 +15,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from kernelindex_pipeline.display import escape
+from kernelindex_pipeline.glossary import term_link, verdict_counts
+
 DEFAULT_SITE_URL = "https://kernelindex.dev"
 DEFAULT_TRACKER_URL = "https://github.com/kernelindex/registry/issues/new"
 ACCESS_PLACEHOLDER = "[access date]"
 # Fills every access-date placeholder with the reader's date; without scripts the placeholder stays.
 ACCESS_SCRIPT = ("<script>for (const e of document.querySelectorAll('.accessed')) "
                  "e.textContent = new Date().toISOString().slice(0, 10);</script>")
-
-
-def escape(value) -> str:
-    """HTML-escaped text of a value; None is empty."""
-    return html.escape("" if value is None else str(value))
 
 
 _e = escape
@@ -97,29 +94,64 @@ def _fmt(value) -> str:
     return "—" if value is None else f"{value:.3g}" if isinstance(value, float) else _e(value)
 
 
+IDENTIFIER_KINDS = {"run_id": "run id", "run_digest": "run digest", "comparison_key": "comparison key",
+                    "workload_digest": "workload digest", "implementation_digest": "implementation digest",
+                    "protocol_digest": "protocol digest", "environment_digest": "environment digest"}
+
+
+def published_as(entries: list[dict]) -> str:
+    """A run's earlier published identifiers (`published_identifiers`), each with its kind, and the day its
+    record page published it or the digest version it was."""
+    items = []
+    for entry in entries:
+        when = (f"published {entry['published_at']:%Y-%m-%d}" if entry["origin"] != "v1alpha1" and entry["published_at"]
+                else entry["origin"])
+        items.append(f"{_e(IDENTIFIER_KINDS.get(entry['kind'], entry['kind']))} <code>{_e(entry['identifier'])}</code> "
+                     f"<span class=\"muted\">({_e(when)})</span>")
+    return "<br>".join(items)
+
+
+def published_permalink_page(site: Site, identifier: str, run: dict, page) -> str:
+    """The page at a permalink KernelIndex published under an identifier no record has now: it sends the
+    reader on to the record (`run`: run_id, title, published_at)."""
+    target = f"{run['run_id']}.html"
+    head = (f"<meta http-equiv=\"refresh\" content=\"0; url={_e(target)}\">"
+            f"<link rel=\"canonical\" href=\"{_e(site.permalink(run['run_id']))}\">")
+    body = (f"<h1>Run {_e(identifier)}</h1><p>Published {run['published_at']:%Y-%m-%d} as run {_e(identifier)}: "
+            f"{_e(run['title'])}.</p><p>This record is <a id=\"record\" href=\"{_e(target)}\">run "
+            f"{_e(run['run_id'][:8])} →</a> (run id <code>{_e(run['run_id'])}</code>); its identifiers were "
+            "published under earlier rules and are kept as <code>published_identifiers</code>.</p>")
+    return page(f"Run {identifier} · KernelIndex", body, 1, head)
+
+
 def kernel_slug(kernel: str) -> str:
     """The kernel page's file name: the kernel's name with anything but letters, digits, ``.``, ``_`` and ``-``
     replaced (an upstream kernel name is data, not a path)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", kernel).lstrip(".") or "_"
 
 
-def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], page, charts: str = "") -> str:
-    """The kernel's charts (already drawn), then every ranked comparison group of the kernel, by GPU then timed
-    pass, each with its #1."""
-    by_gpu: dict[str, list] = defaultdict(list)
+def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], page, charts: str = "",
+                counts: dict[tuple[str, str], int] | None = None) -> str:
+    """The kernel's charts (already drawn), the verdicts of its source claims (``counts``: (protocol, verdict)
+    -> claims), then every ranked comparison group of the kernel, by GPU card then protocol and timed pass,
+    each with its #1."""
+    by_card: dict[str, list] = defaultdict(list)
     for slug, leader, size in groups:
-        by_gpu[leader["gpu"]].append((slug, leader, size))
+        by_card[leader["card"]].append((slug, leader, size))
     parts = [f"<h1>{_e(title)}</h1><p class=\"muted\"><code>{_e(kernel)}</code> · {len(groups)} comparison groups"
-             " with ranked runs</p>", charts]
-    for gpu in sorted(by_gpu):
+             " with ranked runs</p>", charts,
+             "<section id=\"verdicts\"><h2>What the reruns found</h2><p class=\"muted\">The kernel's source claims "
+             f"by rerun protocol and verdict.</p>{verdict_counts(counts or {}, 1)}</section>"]
+    for gpu in sorted(by_card):
         rows = "".join(
-            f"<tr><td>{_e(l['operation_mode'])}</td><td>{_e(l['metric'])}</td>"
+            f"<tr><td>{term_link(l['protocol'], 1)}</td><td>{_e(l['operation_mode'])}</td><td>{_e(l['metric'])}</td>"
             f"<td><a href=\"../groups/{slug}.html\">{_e(l['workload_slug'])}</a></td>"
             f"<td>{_e(l['implementation'])}</td><td>{_e(l['median_display'])}</td><td>{size}</td></tr>"
-            for slug, l, size in sorted(by_gpu[gpu], key=lambda g: (g[1]["operation_mode"], g[1]["metric"],
-                                                                    g[1]["workload_slug"])))
-        parts.append(f"<section><h2>{_e(gpu)}</h2><table><thead><tr><th>pass</th><th>metric</th><th>workload</th>"
-                     f"<th>#1</th><th>median</th><th>runs</th></tr></thead><tbody>{rows}</tbody></table></section>")
+            for slug, l, size in sorted(by_card[gpu], key=lambda g: (g[1]["protocol"], g[1]["operation_mode"],
+                                                                     g[1]["metric"], g[1]["workload_slug"])))
+        parts.append(f"<section><h2>{_e(gpu)}</h2><table><thead><tr><th>protocol</th><th>pass</th><th>metric</th>"
+                     f"<th>workload</th><th>#1</th><th>median</th><th>runs</th></tr></thead><tbody>{rows}</tbody>"
+                     "</table></section>")
     return page(f"{title} · KernelIndex", "\n".join(parts), 1)
 
 

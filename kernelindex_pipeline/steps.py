@@ -24,6 +24,7 @@ from kernelindex_pipeline.derived import (
     load_attestation_files,
     mark_scope,
     update_manifests,
+    update_published_identifiers,
     update_ranks,
     update_runs,
 )
@@ -133,6 +134,7 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             runs.details["in_scope"] = in_scope
             manifests = update_manifests(con)
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
+            update_published_identifiers(con)
             ranks = update_ranks(con, evidence_changed)
         else:
             runs = manifests = ranks = StepResult(0, False)

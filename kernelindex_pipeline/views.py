@@ -3,9 +3,26 @@
 Plain DuckDB views, recreated in every write transaction, so they always read the current tables.
 A *series* is one implementation (provider) in one comparison group: the same kernel, pass, metric,
 workload, environment and protocol family, followed across Liger releases and dates.
+
+Every view names a card as `claim_checks` does, model and form factor (`gpu`: 'NVIDIA H100 80GB HBM3'; the
+model alone is `gpu_model`, as `runs.gpu` has it), and the protocol by its one name (`protocol`).
 """
 
-from kernelindex_pipeline.catalog import COMPILED_PROVIDERS, PROTOCOLS
+from kernelindex_pipeline.catalog import COMPILED_PROVIDERS, PROTOCOL_NAMES, PROTOCOLS
+
+
+def gpu_identity(runs: str) -> str:
+    """The card of a row of `runs` (alias) as claim_checks names it: model, then form factor where known."""
+    return f"{runs}.gpu || coalesce(' ' || {runs}.form_factor, '')"
+
+
+# Each protocol digest with its protocol's name (catalog.PROTOCOL_NAMES), joined USING (protocol_digest).
+PROTOCOL_NAMES_SQL = f"""(
+    SELECT protocol_digest, CASE family {" ".join(f"WHEN '{f}' THEN '{n}'" for f, n in PROTOCOL_NAMES.items())}
+        ELSE family END AS protocol
+    FROM (SELECT protocol_digest, any_value(json_extract_string(manifest, '$.spec.comparability.family')) AS family
+          FROM protocols GROUP BY ALL))"""
+
 
 _PROTOCOL_VALUES = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
 
@@ -97,10 +114,11 @@ WITH revisions AS (
 ), current_order AS (
     SELECT comparison_key, any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode,
         any_value(metric) AS metric, any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu,
+        any_value(protocol) AS protocol,
         string_agg(implementation, ' < ' ORDER BY median_value, implementation) AS current_order
     FROM leaderboard WHERE {groups} GROUP BY comparison_key
 )
-SELECT c.kernel, c.operation_mode, c.metric, c.workload_slug, c.gpu, p.previous_order, c.current_order,
+SELECT c.kernel, c.operation_mode, c.metric, c.workload_slug, c.gpu, c.protocol, p.previous_order, c.current_order,
     (SELECT previous_revision FROM cutoff) AS previous_revision,
     (SELECT latest_revision FROM cutoff) AS latest_revision, c.comparison_key
 FROM current_order c JOIN previous_order p USING (comparison_key)
@@ -109,20 +127,21 @@ WHERE p.previous_order <> c.current_order
 
 VIEWS_SQL = """
 CREATE OR REPLACE VIEW leaderboard AS
-SELECT r.kernel, r.operation_mode, r.metric, r.workload_slug, r.gpu, k.rank, k.group_size,
+SELECT r.kernel, r.operation_mode, r.metric, r.workload_slug, {gpu_r} AS gpu, pn.protocol, k.rank, k.group_size,
     r.implementation, r.provider, r.median_value, r.p20_value, r.p80_value, r.unit,
     round(r.median_value / first_value(r.median_value) OVER w, 4) AS ratio_to_best,
-    r.liger_version, r.observed_at, r.evidence_level, r.run_id, r.title, k.comparison_key
-FROM ranks k JOIN runs r USING (run_id)
+    r.liger_version, r.observed_at, r.evidence_level, r.run_id, r.title, k.comparison_key,
+    r.gpu AS gpu_model, r.form_factor
+FROM ranks k JOIN runs r USING (run_id) LEFT JOIN {protocol_names} pn USING (protocol_digest)
 WINDOW w AS (PARTITION BY k.comparison_key ORDER BY k.rank, r.median_value, r.run_id
              ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING);
 
 CREATE OR REPLACE VIEW speedups AS
-SELECT l.kernel, l.operation_mode, l.metric, l.workload_slug, l.gpu,
+SELECT l.kernel, l.operation_mode, l.metric, l.workload_slug, l.gpu, l.protocol,
     l.implementation AS liger_implementation, b.implementation AS baseline_implementation,
     l.median_value AS liger_median, b.median_value AS baseline_median, l.unit,
     round(b.median_value / l.median_value, 4) AS speedup,
-    l.run_id AS liger_run_id, b.run_id AS baseline_run_id, l.comparison_key
+    l.run_id AS liger_run_id, b.run_id AS baseline_run_id, l.comparison_key, l.gpu_model, l.form_factor
 FROM leaderboard l JOIN leaderboard b
     ON b.comparison_key = l.comparison_key AND b.run_id <> l.run_id
 JOIN runs lr ON lr.run_id = l.run_id
@@ -130,14 +149,15 @@ JOIN runs br ON br.run_id = b.run_id
 WHERE lr.project = 'Liger-Kernel' AND br.project <> 'Liger-Kernel' AND l.median_value > 0;
 
 CREATE OR REPLACE VIEW history AS
-SELECT kernel, operation_mode, metric, implementation, provider, workload_slug, gpu, liger_version,
-    list_transform(string_split(regexp_extract(liger_version, '^[0-9]+(\\.[0-9]+)*'), '.'),
+SELECT r.kernel, r.operation_mode, r.metric, r.implementation, r.provider, r.workload_slug, {gpu_r} AS gpu,
+    pn.protocol, r.liger_version,
+    list_transform(string_split(regexp_extract(r.liger_version, '^[0-9]+(\\.[0-9]+)*'), '.'),
                    lambda x: TRY_CAST(x AS INTEGER)) AS version_key,
-    observed_at, median_value, p20_value, p80_value, unit,
-    round(median_value / lag(median_value) OVER s, 4) AS ratio_to_previous,
-    withdrawn_upstream, evidence_level, run_id, comparison_key,
-    comparison_key || '/' || provider AS series_key
-FROM runs
+    r.observed_at, r.median_value, r.p20_value, r.p80_value, r.unit,
+    round(r.median_value / lag(r.median_value) OVER s, 4) AS ratio_to_previous,
+    r.withdrawn_upstream, r.evidence_level, r.run_id, r.comparison_key,
+    r.comparison_key || '/' || r.provider AS series_key, r.gpu AS gpu_model, r.form_factor
+FROM runs r LEFT JOIN {protocol_names} pn USING (protocol_digest)
 WINDOW s AS (PARTITION BY comparison_key, provider ORDER BY observed_at, run_id);
 
 CREATE OR REPLACE VIEW regressions AS
@@ -152,13 +172,14 @@ WITH per_version AS (
     FROM per_version
     WINDOW v AS (PARTITION BY series_key ORDER BY version_key, observed_at, run_id)
 )
-SELECT kernel, operation_mode, metric, implementation, workload_slug, gpu,
+SELECT kernel, operation_mode, metric, implementation, workload_slug, gpu, protocol,
     from_version, liger_version AS to_version, from_median, median_value AS to_median, unit,
     round(100.0 * (median_value - from_median) / from_median, 2) AS change_pct,
     CASE WHEN median_value > from_median THEN 'regression' ELSE 'improvement' END AS direction,
     (from_p80 - from_p20) AS from_spread, (p80_value - p20_value) AS to_spread,
     from_p20, from_p80, p20_value AS to_p20, p80_value AS to_p80,
-    from_observed_at, observed_at AS to_observed_at, from_run_id, run_id AS to_run_id, comparison_key
+    from_observed_at, observed_at AS to_observed_at, from_run_id, run_id AS to_run_id, comparison_key,
+    gpu_model, form_factor
 FROM paired
 WHERE from_run_id IS NOT NULL
   AND (p20_value > from_p80 OR p80_value < from_p20)
@@ -171,8 +192,9 @@ WITH ordered AS (
 ), top2 AS (
     SELECT comparison_key,
         any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode, any_value(metric) AS metric,
-        any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu, any_value(group_size) AS group_size,
-        any_value(unit) AS unit,
+        any_value(workload_slug) AS workload_slug, any_value(gpu) AS gpu, any_value(protocol) AS protocol,
+        any_value(gpu_model) AS gpu_model, any_value(form_factor) AS form_factor,
+        any_value(group_size) AS group_size, any_value(unit) AS unit,
         any_value(implementation) FILTER (WHERE position = 1) AS first_implementation,
         any_value(implementation) FILTER (WHERE position = 2) AS second_implementation,
         any_value(rank) FILTER (WHERE position = 1) AS first_rank,
@@ -185,20 +207,41 @@ WITH ordered AS (
         any_value(run_id) FILTER (WHERE position = 2) AS second_run_id
     FROM ordered WHERE position <= 2 GROUP BY comparison_key
 )
-SELECT kernel, operation_mode, metric, workload_slug, gpu, group_size,
+SELECT kernel, operation_mode, metric, workload_slug, gpu, protocol, group_size,
     first_implementation, first_median, first_p80, second_implementation, second_median, second_p20, unit,
     round(second_median / nullif(first_median, 0), 4) AS margin,
     first_rank < second_rank AND first_p80 < second_p20 AS separated,
     CASE WHEN first_rank = second_rank THEN 'tied'
          WHEN first_p80 < second_p20 THEN 'separated'
          ELSE 'overlapping' END AS confidence,
-    first_run_id, second_run_id, comparison_key
+    first_run_id, second_run_id, comparison_key, gpu_model, form_factor
 FROM top2;
 
 CREATE OR REPLACE VIEW run_listings AS
 SELECT o.run_id, s.source, s.stream, s.source_file, s.commit, s.committed_at, s.benchmarked_commit, s.release,
     o.revision_key, o.line_number
 FROM observations o JOIN snapshots s USING (revision_key);
+
+-- Each withdrawn run with the revision that withdrew it: of each stream that listed it, the first usable
+-- revision after its last listing there (which no longer lists it); the run is withdrawn by the last of those.
+CREATE OR REPLACE VIEW withdrawals AS
+WITH usable AS (
+    SELECT revision_key, stream, committed_at FROM snapshots WHERE coalesce(state, 'listed') IN ('listed', 'deleted')
+), last_listed AS (
+    SELECT o.run_id, s.stream, max(s.committed_at) AS last_listed_at
+    FROM observations o JOIN usable s USING (revision_key)
+    WHERE o.run_id IN (SELECT run_id FROM runs WHERE withdrawn_upstream)
+    GROUP BY ALL
+), dropped AS (
+    SELECT l.run_id, arg_min(u.revision_key, u.committed_at) AS withdrawn_in_revision, min(u.committed_at) AS withdrawn_at
+    FROM last_listed l JOIN usable u ON u.stream = l.stream AND u.committed_at > l.last_listed_at
+    GROUP BY l.run_id, l.stream
+    QUALIFY row_number() OVER (PARTITION BY l.run_id ORDER BY min(u.committed_at) DESC, withdrawn_in_revision) = 1
+)
+SELECT r.run_id, r.external_id, r.kernel, r.operation_mode, r.metric, r.provider, r.workload_slug, {gpu_r} AS gpu,
+    d.withdrawn_in_revision, s.source, s.source_file, s.commit AS withdrawn_in_commit, s.state AS revision_state,
+    d.withdrawn_at, r.last_seen_revision, r.observed_at, r.comparison_key
+FROM runs r JOIN dropped d USING (run_id) JOIN snapshots s ON s.revision_key = d.withdrawn_in_revision;
 
 CREATE OR REPLACE VIEW verdicts_by_kernel AS
 SELECT kernel, protocol, count(DISTINCT comparison_key) AS groups,
@@ -244,7 +287,8 @@ FROM marked GROUP BY ALL;
 CREATE OR REPLACE VIEW claims_not_held AS
 SELECT kernel, operation_mode, metric, workload_slug, source_gpu, source_order, round(source_ratio, 4) AS source_ratio,
     protocol, rerun_gpu, round(rerun_ratio, 4) AS rerun_ratio, round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high,
-    verdict, reason, host_bound, a_run_id, b_run_id, evidence_file, comparison_key
+    verdict, reason, host_bound, a_run_id, b_run_id, evidence_file, comparison_key, claim_type, sessions,
+    source_artifact
 FROM claim_checks WHERE verdict IN ('reversed', 'indistinguishable');
 
 CREATE OR REPLACE VIEW rank_changes AS
@@ -255,7 +299,7 @@ CREATE OR REPLACE VIEW rank_changes AS
 -- with a setting ("dyt_beta=False") names the runs whose workload has that parameter value.
 CREATE OR REPLACE VIEW golden_vs_newest AS
 WITH gh AS (
-    SELECT r.run_id, r.kernel, r.provider, r.operation_mode, r.metric, r.workload_slug, r.workload_digest, r.gpu,
+    SELECT r.run_id, r.kernel, r.provider, r.operation_mode, r.metric, r.workload_slug, r.workload_digest, {gpu_r} AS gpu,
         r.unit, r.median_value, l.benchmarked_commit, max(l.committed_at) AS listed_at
     FROM runs r JOIN run_listings l USING (run_id)
     WHERE l.source = 'liger-kernel-gh-pages' AND l.benchmarked_commit IS NOT NULL
@@ -290,5 +334,5 @@ SELECT n.kernel, n.provider, n.operation_mode, n.metric, n.workload_slug, n.gpu,
     n.benchmarked_commit AS newest_commit, n.run_id AS newest_run_id, n.median_value AS newest_median,
     round(n.median_value / r.median_value, 4) AS newest_over_golden
 FROM newest n JOIN ref r USING (kernel, provider, operation_mode, metric, workload_slug, gpu);
-""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), session_spread=SESSION_SPREAD_SQL,
-           source_artifacts=SOURCE_ARTIFACTS_SQL)
+""".format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), gpu_r=gpu_identity("r"),
+           protocol_names=PROTOCOL_NAMES_SQL, session_spread=SESSION_SPREAD_SQL, source_artifacts=SOURCE_ARTIFACTS_SQL)

@@ -350,6 +350,10 @@ def _write_parts(con: duckdb.DuckDBPyConnection, table: str, changes: str, direc
     changed = set(con.execute(
         f"SELECT DISTINCT {PART_KEY} FROM publications p "
         "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = ?)", [changes]).fetchall())
+    # A run whose stamp moved left the part it was in: every part is written again.
+    [(moved,)] = con.execute("SELECT count(*) > 0 FROM publication_changes WHERE table_name = 'publications'").fetchall()
+    if moved:
+        changed = set(parts)
     for stamp, source in parts:
         part = directory / f"published-{stamp}-{re.sub(r'[^A-Za-z0-9_-]', '_', source or '')}.parquet"
         kept = previous / part.name if previous is not None and (stamp, source) not in changed else None

@@ -189,6 +189,23 @@ def analyst_home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def default_home(tmp_path_factory) -> Path:
+    """KERNELINDEX_HOME of the default build, once: `kernelindex ingest` with no source takes both shipped
+    sources (the main-branch files and the gh-pages runs) and the committed rerun evidence."""
+    from shipped_warehouse import ingest_into
+
+    home = tmp_path_factory.mktemp("default-warehouse")
+    saved = {name: os.environ.pop(name, None) for name in ("KERNELINDEX_SOURCES", "DAGSTER_HOME")}
+    try:
+        assert ingest_into(home) == 0
+    finally:
+        for name, value in saved.items():
+            if value is not None:
+                os.environ[name] = value
+    return home
+
+
+@pytest.fixture(scope="session")
 def shipped_warehouse(analyst_home) -> Warehouse:
     """The same warehouse, as a Warehouse."""
     return Warehouse(analyst_home)

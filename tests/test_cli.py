@@ -12,7 +12,7 @@ from kernelindex_pipeline import cli
 from kernelindex_pipeline.cli import format_rows
 
 SQL = ("SELECT rank, implementation, median_value, ratio_to_best FROM leaderboard WHERE kernel = 'llama4_rope' "
-       "AND operation_mode = 'backward' AND gpu = 'NVIDIA H100' "
+       "AND operation_mode = 'backward' AND gpu = 'NVIDIA H100 80GB HBM3' "
        "AND workload_slug = 'hidden2048-kv_heads8-q_heads32-seq2048-bf16' ORDER BY rank")
 
 

@@ -61,9 +61,16 @@ def test_json_export_has_one_canonical_manifest_per_run_and_an_index(analyst_hom
         digests = dict(con.execute("SELECT run_id, run_digest FROM manifests").fetchall())
     files = sorted((json_export / "runs").glob("*.json"))
     assert {p.stem for p in files} == set(stored)
-    index = json.loads((json_export / "index.json").read_text(encoding="utf-8"))
-    assert index["kind"] == "RunIndex" and len(index["runs"]) == len(stored)
-    for entry in index["runs"][:200]:
+    contents = json.loads((json_export / "index.json").read_text(encoding="utf-8"))
+    assert contents["kind"] == "RunIndexContents" and contents["runs"] == len(stored)
+    entries = []
+    for kernel in contents["kernels"]:
+        index = json.loads((json_export / kernel["file"]).read_text(encoding="utf-8"))
+        assert index["kind"] == "RunIndex" and len(index["runs"]) == kernel["runs"]
+        assert {entry["kernel"] for entry in index["runs"]} == {kernel["kernel"]}
+        entries += index["runs"]
+    assert sorted(entry["run_id"] for entry in entries) == sorted(stored)
+    for entry in entries[:200]:
         text = (json_export / entry["manifest"]).read_text(encoding="utf-8")
         assert text == stored[entry["run_id"]]
         manifest = json.loads(text)
@@ -148,7 +155,9 @@ def test_every_local_link_of_the_seed_pages_resolves(analyst_home, html_export):
         path = html_export / "runs" / f"{run_row(analyst_home, external_id)['run_id']}.html"
         for href in re.findall(r'href="([^"]+)"', path.read_text(encoding="utf-8")):
             if not href.startswith("https://"):  # the permalink and the tracker's forms are the site's, not the export's
-                assert (path.parent / href).resolve().exists(), href
+                target, _, fragment = href.partition("#")
+                assert (path.parent / target).resolve().exists(), href
+                assert not fragment or f'id="{fragment}"' in (path.parent / target).read_text(encoding="utf-8"), href
 
 
 def test_controlled_record_shows_its_correctness_check_as_a_table(analyst_home, html_export):

@@ -22,18 +22,11 @@ SEED = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_
 
 
 @pytest.fixture(scope="module")
-def both_home(tmp_path_factory):
+def both_home(default_home):
     """The default build: `kernelindex ingest` with no source takes both shipped sources."""
-    home = tmp_path_factory.mktemp("both-sources")
-    saved = os.environ.pop("KERNELINDEX_SOURCES", None)
-    try:
-        assert ingest_into(home) == 0
-    finally:
-        if saved is not None:
-            os.environ["KERNELINDEX_SOURCES"] = saved
-    assert {s for (s,) in query(home, "SELECT DISTINCT source FROM snapshots")} == {
+    assert {s for (s,) in query(default_home, "SELECT DISTINCT source FROM snapshots")} == {
         "liger-kernel-bench", "liger-kernel-gh-pages"}
-    return home
+    return default_home
 
 
 def pages(home, *run_ids: str) -> dict[str, str]:

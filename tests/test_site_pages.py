@@ -130,7 +130,7 @@ def _figures(dom: str) -> list[dict]:
             lines[html.unescape(provider)] = {"runs": re.findall(r'href="\.\./runs/(\w+)\.html"', line), "xs": xs}
         figures.append({"attrs": {k: html.unescape(v) for k, v in re.findall(r'data-(\w+)="([^"]*)"', attrs)},
                         "id": re.search(r'id="([^"]+)"', attrs).group(1), "lines": lines,
-                        "legend": len(re.findall(r'<span class="swatch"', body))})
+                        "legend": len(re.findall(r'class="swatch"', body))})
     return figures
 
 
@@ -179,9 +179,10 @@ def _version(text: str) -> tuple:
 
 
 HISTORY_SQL = """
-SELECT kernel, gpu, operation_mode, metric, workload_slug, provider, list(DISTINCT liger_version) AS versions
+SELECT kernel, gpu || coalesce(' ' || form_factor, '') AS gpu, operation_mode, metric, workload_slug, provider,
+    list(DISTINCT liger_version) AS versions
 FROM runs WHERE liger_version IS NOT NULL
-GROUP BY kernel, gpu, operation_mode, metric, workload_digest, workload_slug, provider
+GROUP BY kernel, gpu, form_factor, operation_mode, metric, workload_digest, workload_slug, provider
 HAVING count(DISTINCT liger_version) >= 2
 """
 
