@@ -285,3 +285,16 @@ def test_the_source_dyt_torch_compile_series_is_named_a_source_artifact(both_hom
 
 def test_dyt_torch_compile_reruns_without_their_graphs_decide_nothing(both_home):
     assert_unrecorded_compiles_decide_nothing(both_home, {"dyt", "embedding"})
+
+
+def test_record_and_kernel_pages_name_the_source_artifact(both_home):
+    from kernelindex_pipeline.export import kernel_verdict_sections
+
+    with Warehouse(both_home).reader() as con:
+        sections = kernel_verdict_sections(con)
+        (run_id,) = con.execute("SELECT run_id FROM source_artifacts WHERE gpu = 'NVIDIA H200' "
+                                "AND operation_mode = 'forward' ORDER BY run_id LIMIT 1").fetchone()
+    assert "source-artifact" in sections["dyt"] and "Source artifacts · forward" in sections["dyt"]
+    assert not any("source-artifact" in html for kernel, html in sections.items() if kernel != "dyt")
+    page = pages(both_home, run_id)[run_id]
+    assert "Source artifact: torch.compile fell back to eager in the source: torch_compile timed within" in page
