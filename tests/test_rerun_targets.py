@@ -110,3 +110,21 @@ def test_a_session_measures_the_providers_of_its_liger_backend(shipped_warehouse
                       for p in t["providers"])
     assert measured == sorted((t["kernel"], json.dumps(t["params"], sort_keys=True), t["dtype"] or "", p)
                               for t in every for p in t["providers"])
+
+
+def test_a_replication_sample_draws_from_every_family_with_verdicts(shipped_warehouse):
+    import math
+
+    with shipped_warehouse.reader() as con:
+        sample = T.replication_targets(con, 0.1, seed=1)
+        decided = {}
+        for kernel, digest in con.execute(T.DECIDED_WORKLOADS_SQL).fetchall():
+            decided.setdefault(kernel, set()).add(digest)
+        again = T.replication_targets(con, 0.1, seed=1)
+        other = T.replication_targets(con, 0.1, seed=2)
+    assert sample == again and sample != other
+    covered = {k for k in decided if k in T.covered_kernels()}
+    assert {t["kernel"] for t in sample} == covered
+    for kernel in covered:
+        drawn = {d for t in sample if t["kernel"] == kernel for d in t["workload_digests"]} & decided[kernel]
+        assert len(drawn) >= math.ceil(0.1 * len(decided[kernel])), kernel

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -262,6 +263,28 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     return coverage_first(targets)
 
 
+# Workloads of decided claims, by kernel: what a replication session samples from.
+DECIDED_WORKLOADS_SQL = """
+SELECT DISTINCT c.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
+WHERE c.verdict <> 'not re-checked' ORDER BY ALL
+"""
+
+
+def replication_targets(con, fraction: float = 0.1, seed: int = 0) -> list[dict]:
+    """A stratified random sample of the workloads of decided claims, for a session of its own that
+    re-measures them: `fraction` of each kernel's (at least one), drawn with `seed`, so that every family
+    with verdicts is replicated."""
+    import random
+
+    by_kernel: dict[str, list[str]] = {}
+    for kernel, digest in con.execute(DECIDED_WORKLOADS_SQL).fetchall():
+        by_kernel.setdefault(kernel, []).append(digest)
+    rng = random.Random(seed)
+    chosen = {d for digests in by_kernel.values()
+              for d in rng.sample(digests, max(1, math.ceil(fraction * len(digests))))}
+    return [t for t in warehouse_targets(con, list(by_kernel)) if chosen & set(t["workload_digests"])]
+
+
 def release_targets(con) -> dict[str, list[dict]]:
     """{Liger-Kernel release: the targets a session with that release installed measures}: the workloads of
     the claims `version_checks` has not run at the source's release, with the claims' providers alone."""
@@ -289,6 +312,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="*", help="only these kernels")
     ap.add_argument("--only-unchecked", action="store_true",
                     help="only workloads awaiting a rerun: a claim not re-checked for want of rerun evidence")
+    ap.add_argument("--replication-sample", type=float, metavar="FRACTION",
+                    help="a stratified random sample (this fraction of each kernel's workloads with verdicts, at "
+                    "least one) for a replication session of its own")
+    ap.add_argument("--seed", type=int, default=0, help="the replication sample's seed")
     ap.add_argument("--at-source-release", action="store_true",
                     help="write one targets file per Liger-Kernel release the sources measured (OUT-liger-X.json): "
                     "the claims version_checks has not run at that release yet")
@@ -307,7 +334,11 @@ def main(argv=None) -> int:
                 print(f"wrote {len(targets)} targets for liger-kernel {release} to {path}")
         return 0
     with Warehouse(args.warehouse).reader() as con:
-        targets = warehouse_targets(con, args.kernels or None, args.only_unchecked)
+        if args.replication_sample:
+            targets = [t for t in replication_targets(con, args.replication_sample, args.seed)
+                       if not args.kernels or t["kernel"] in args.kernels]
+        else:
+            targets = warehouse_targets(con, args.kernels or None, args.only_unchecked)
     write_targets(Path(args.out), targets)
     kernels_seen = list(dict.fromkeys(t["kernel"] for t in targets))
     print(f"wrote {len(targets)} targets over {len(kernels_seen)} kernels to {args.out}")
