@@ -271,18 +271,22 @@ WHERE c.verdict <> 'not re-checked' ORDER BY ALL
 
 
 def replication_targets(con, fraction: float = 0.1, seed: int = 0) -> list[dict]:
-    """A stratified random sample of the workloads of decided claims, for a session of its own that
-    re-measures them: `fraction` of each kernel's (at least one), drawn with `seed`, so that every family
-    with verdicts is replicated."""
+    """A stratified random sample of the targets whose workloads have decided claims, for a session of its
+    own that re-measures them: `fraction` of each kernel's (at least one), drawn with `seed`, so that every
+    family with verdicts is replicated."""
     import random
 
-    by_kernel: dict[str, list[str]] = {}
+    decided: dict[str, set[str]] = {}
     for kernel, digest in con.execute(DECIDED_WORKLOADS_SQL).fetchall():
-        by_kernel.setdefault(kernel, []).append(digest)
+        decided.setdefault(kernel, set()).add(digest)
+    eligible: dict[str, list[dict]] = {}
+    for t in warehouse_targets(con, list(decided)):
+        if decided[t["kernel"]] & set(t["workload_digests"]):
+            eligible.setdefault(t["kernel"], []).append(t)
     rng = random.Random(seed)
-    chosen = {d for digests in by_kernel.values()
-              for d in rng.sample(digests, max(1, math.ceil(fraction * len(digests))))}
-    return [t for t in warehouse_targets(con, list(by_kernel)) if chosen & set(t["workload_digests"])]
+    chosen = {id(t) for targets in eligible.values()
+              for t in rng.sample(targets, max(1, math.ceil(fraction * len(targets))))}
+    return [t for targets in eligible.values() for t in targets if id(t) in chosen]
 
 
 def release_targets(con) -> dict[str, list[dict]]:
