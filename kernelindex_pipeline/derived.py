@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from kernelindex_pipeline import catalog, claims, evidence
+from kernelindex_pipeline import catalog, claims, csvfile, evidence
 from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
 from kernelindex_pipeline.manifests import write_manifests
@@ -137,13 +137,13 @@ def _conflicts_with_lines(wh: Warehouse, con, conflicts: pa.Table) -> pa.Table:
     """Attach the raw line of each conflicting listing from the stored snapshot bytes."""
     rows = conflicts.to_pylist()
     shas = dict(con.execute("SELECT revision_key, sha256 FROM snapshots").fetchall()) if rows else {}
-    lines: dict[str, list[str]] = {}
+    by_revision: dict[str, list[dict]] = {}
     for row in rows:
-        key = row["revision_key"]
-        if key not in lines:
-            lines[key] = wh.load_raw(shas[key]).decode("utf-8", errors="replace").splitlines()
-        n = row["line_number"]
-        row["raw_line"] = lines[key][n - 1] if 0 < n <= len(lines[key]) else ""
+        by_revision.setdefault(row["revision_key"], []).append(row)
+    for key, listed in by_revision.items():
+        lines = csvfile.Lines.of(wh.load_raw(shas[key]))
+        for row, text in zip(listed, csvfile.raw_lines(lines, [r["line_number"] for r in listed])):
+            row["raw_line"] = text
     return pa.Table.from_pylist(rows, schema=pa.schema([
         ("source", pa.string()), ("source_revision", pa.string()), ("line_number", pa.int64()), ("reason", pa.string()),
         ("revision_key", pa.string()), ("raw_line", pa.string())]))
