@@ -141,6 +141,9 @@ def query(sql: str) -> tuple[list[str], list[tuple]]:
             cursor = con.execute(sql)
         except duckdb.Error as exc:
             raise CliError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+        if cursor is None:  # only comments and semicolons
+            raise CliError("query has no statement, only comments: give a SQL statement, "
+                           "e.g. \"SELECT count(*) FROM runs\"")
         if cursor.description is None:
             return [], []
         return [d[0] for d in cursor.description], cursor.fetchall()
