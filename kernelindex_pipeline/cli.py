@@ -108,7 +108,8 @@ def ingest(sources: list[str]) -> dict:
     )
     if not result.success:
         raise CliError(f"ingest failed, previous warehouse kept: {_failure_message(result)}")
-    return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id}
+    return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id,
+            "refused": sum(1 for r in listed if r.refused and r.key in todo)}
 
 
 def show(run: str) -> tuple[str, list[str]]:
@@ -249,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             summary = ingest(args.source)
             seconds = time.perf_counter() - started
             if summary["ran"]:
-                print(f"ingested {summary['new_revisions']} new of {summary['revisions']} upstream revisions "
+                refused = f" ({summary['refused']} refused, reasons in quarantine)" if summary["refused"] else ""
+                print(f"ingested {summary['new_revisions']} new of {summary['revisions']} upstream revisions{refused} "
                       f"in {seconds:.1f} s (Dagster run {summary['run_id']})")
             else:
                 print(f"nothing new: all {summary['revisions']} upstream revisions already ingested ({seconds:.1f} s)")

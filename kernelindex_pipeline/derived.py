@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from kernelindex_pipeline import catalog, claims, csvfile, evidence
 from kernelindex_pipeline.attestations import load_attestations
-from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
+from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, REFUSED, RUNS_SQL, UNLISTED
 from kernelindex_pipeline.manifests import write_manifests
 from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
@@ -72,12 +72,13 @@ def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence
     return count
 
 
-# Revision-level records in `quarantine`: revisions registered but no longer listed upstream.
-UNLISTED_QUARANTINE_SQL = f"""
+# Revision-level records in `quarantine`: revisions registered but no longer listed upstream, and revisions
+# the source refused (their reason in `problem`).
+REVISION_QUARANTINE_SQL = f"""
 SELECT coalesce(source_file, stream) AS source, commit AS source_revision, 0 AS line_number,
-    'upstream no longer lists this revision: nothing was fetched, no run withdrawn' AS reason, '' AS raw_line,
-    revision_key
-FROM snapshots WHERE state = '{UNLISTED}'
+    CASE state WHEN '{UNLISTED}' THEN 'upstream no longer lists this revision: nothing was fetched, no run withdrawn'
+        ELSE problem END AS reason, '' AS raw_line, revision_key
+FROM snapshots WHERE state IN ('{UNLISTED}', '{REFUSED}')
 """
 
 
@@ -125,7 +126,7 @@ def update_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
         "WHERE revision_key IN (SELECT revision_key FROM scope_revisions) "
         "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
         "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine "
-        f"UNION ALL SELECT * FROM ({UNLISTED_QUARANTINE_SQL}) WHERE revision_key IN (SELECT revision_key FROM scope_revisions)",
+        f"UNION ALL SELECT * FROM ({REVISION_QUARANTINE_SQL}) WHERE revision_key IN (SELECT revision_key FROM scope_revisions)",
     )
     con.unregister("conflicts")
     [(count,)] = con.execute("SELECT count(*) FROM runs").fetchall()
