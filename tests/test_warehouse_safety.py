@@ -31,7 +31,7 @@ from conftest import (
     write_snapshot_dir,
 )
 
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse import Warehouse, table_checksum
 
 DUCKDB_CLI = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -289,6 +289,35 @@ def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp
         assert "no space left on device" in reason.lower()
         assert published_state(home) == before
         assert not list((home / "generations").glob(".staging-*"))  # nothing half-built left behind
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a size-limited tmpfs needs root")
+@pytest.mark.parametrize("free_kib", [64, 200])
+def test_a_nearly_full_disk_before_the_warehouse_step_is_one_line_and_loses_nothing(
+        free_kib, tmp_path, base_warehouse, next_source, next_warehouse):
+    """So little room that Dagster's own run and event storage cannot be written, then room again."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    size = sum(p.stat().st_size for p in base_warehouse.rglob("*") if p.is_file() and not p.is_symlink())
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size + free_kib * 1024}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        home = copy_home(base_warehouse, mount / "home")
+        before = published_state(home)
+        result = run_cli(home, "ingest", "--source", str(next_source))
+        reason = assert_clear_failure(result)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-3000:]
+        assert "Dagster" in reason and ("disk" in reason or "space" in reason)  # its instance or its storage
+        assert published_state(home) == before
+        subprocess.run(["mount", "-o", f"remount,size={size + 256 * 2**20}", str(mount)], check=True)
+        ingest(home, next_source)
+        with Warehouse(home).reader() as con, Warehouse(next_warehouse).reader() as reference:
+            for table in ("runs", "ranks", "quarantine"):
+                assert table_checksum(con, table) == table_checksum(reference, table), table
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
