@@ -154,8 +154,6 @@ def _base_plus(tmp_path, base_warehouse, name: str, data: bytes | None, committe
 UNPARSEABLE = {
     "zero-bytes": (None, b""),
     "gzip-of-empty": (b"", None),
-    "lone-cr": ("\r".join(read_snapshot(main_rows()[0]).decode().split("\n")).encode(), None),
-    "byte-order-mark": (b"\xef\xbb\xbf" + read_snapshot(main_rows()[0]), None),
     "not-utf8-header": (b"\xff\xfe" + read_snapshot(main_rows()[0]), None),
 }
 
@@ -176,6 +174,30 @@ def test_a_file_that_cannot_be_parsed_is_a_quarantined_revision_not_a_withdrawal
     quarantined = query(home, "SELECT count(*), any_value(reason) FROM quarantine WHERE source_revision = ?",
                         ["f" * 40])[0]
     assert quarantined[0] >= 1 and quarantined[1] == problem
+
+
+def test_other_line_breaks_and_a_byte_order_mark_land_as_the_lf_file(tmp_path, base_warehouse, next_warehouse):
+    """The next revision as LF, then the same bytes with CRLF, lone-CR line breaks and a byte-order mark, each a
+    later revision: every copy lists exactly the runs the LF one does, with their values; none conflicts."""
+    lf = read_snapshot(main_rows()[BASE_REVISIONS]).replace(b"\r\n", b"\n")
+    copies = {"lf": lf, "crlf": lf.replace(b"\n", b"\r\n"), "lone-cr": lf.replace(b"\n", b"\r"),
+              "bom-crlf": b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n")}
+    base = main_rows()[:BASE_REVISIONS]
+    at = main_rows()[BASE_REVISIONS]["committed_at"][:-len("00:00+00:00")]
+    rows = base + [{**base[-1], "commit": f"{n + 1:x}" * 40, "committed_at": f"{at}{n:02d}:00+00:00",
+                    "file": f"{name}.csv.gz"} for n, name in enumerate(copies)]
+    home = copy_home(base_warehouse, tmp_path / "home")
+    ingest(home, write_snapshot_dir(tmp_path / "source", rows, {f"{name}.csv.gz": data for name, data in copies.items()}))
+    listed = {}
+    for n, name in enumerate(copies):
+        listed[name] = query(home, "SELECT run_id, line_number, median_value, p20_value, p80_value FROM observations "
+                                   "WHERE revision_key = ? ORDER BY line_number", [f"all_benchmark_data@{f'{n + 1:x}' * 12}"])
+    assert listed["lf"] and all(runs == listed["lf"] for runs in listed.values())
+    assert query(home, "SELECT state, count(*) FROM snapshots GROUP BY ALL") == [("listed", BASE_REVISIONS + 4)]
+    with Warehouse(home).reader() as con, Warehouse(next_warehouse).reader() as reference:
+        assert table_checksum(con, "ranks") == table_checksum(reference, "ranks")
+    assert query(home, "SELECT count(*) FROM quarantine WHERE reason LIKE 'conflicts%'") == query(
+        next_warehouse, "SELECT count(*) FROM quarantine WHERE reason LIKE 'conflicts%'")
 
 
 def test_a_value_below_the_timer_resolution_is_quarantined_not_ranked(tmp_path, base_warehouse):
