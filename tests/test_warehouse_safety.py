@@ -3,6 +3,7 @@ sandboxed query, files that cannot be parsed, back-dated and vanished revisions,
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -295,53 +296,53 @@ def test_a_bad_http_setting_is_one_line(tmp_path, analyst_home):
     assert "KERNELINDEX_HTTP_TIMEOUT_S" in reason
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="mounting a size-limited tmpfs needs root")
-def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp_path, base_warehouse, next_source):
+@contextlib.contextmanager
+def home_with_room(tmp_path: Path, warehouse: Path, free_bytes: int):
+    """A copy of `warehouse` on a tmpfs with about `free_bytes` left, and a function that grows the tmpfs by
+    a number of bytes (root only: the test skips elsewhere)."""
+    if not IS_ROOT:
+        pytest.skip("mounting a size-limited tmpfs needs root")
     mount = tmp_path / "small"
     mount.mkdir()
-    size = sum(p.stat().st_size for p in base_warehouse.rglob("*") if p.is_file() and not p.is_symlink())
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size + 6 * 2**20}", "tmpfs", str(mount)],
+    size = sum(p.stat().st_size for p in warehouse.rglob("*") if p.is_file() and not p.is_symlink()) + free_bytes
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if made.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+
+    def grow(more: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size + more}", str(mount)], check=True)
     try:
-        home = copy_home(base_warehouse, mount / "home")
+        yield copy_home(warehouse, mount / "home"), grow
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp_path, base_warehouse, next_source):
+    with home_with_room(tmp_path, base_warehouse, 6 * 2**20) as (home, _):
         before = published_state(home)
         reason = assert_clear_failure(run_cli(home, "ingest", "--source", str(next_source)))
         assert "no space left on device" in reason.lower()
         assert published_state(home) == before
         assert not list((home / "generations").glob(".staging-*"))  # nothing half-built left behind
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="mounting a size-limited tmpfs needs root")
 @pytest.mark.parametrize("free_kib", [64, 200])
 def test_a_nearly_full_disk_before_the_warehouse_step_is_one_line_and_loses_nothing(
         free_kib, tmp_path, base_warehouse, next_source, next_warehouse):
     """So little room that Dagster's own run and event storage cannot be written, then room again."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    size = sum(p.stat().st_size for p in base_warehouse.rglob("*") if p.is_file() and not p.is_symlink())
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size + free_kib * 1024}", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if made.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
-    try:
-        home = copy_home(base_warehouse, mount / "home")
+    with home_with_room(tmp_path, base_warehouse, free_kib * 1024) as (home, grow):
         before = published_state(home)
         result = run_cli(home, "ingest", "--source", str(next_source))
         reason = assert_clear_failure(result)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-3000:]
         assert "Dagster" in reason and ("disk" in reason or "space" in reason)  # its instance or its storage
         assert published_state(home) == before
-        subprocess.run(["mount", "-o", f"remount,size={size + 256 * 2**20}", str(mount)], check=True)
+        grow(256 * 2**20)
         ingest(home, next_source)
         with Warehouse(home).reader() as con, Warehouse(next_warehouse).reader() as reference:
             for table in ("runs", "ranks", "quarantine"):
                 assert table_checksum(con, table) == table_checksum(reference, table), table
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_readers_need_no_lock_file(analyst_home):
