@@ -6,9 +6,11 @@ import argparse
 import atexit
 import contextlib
 import csv
+import io
 import json
 import os
 import re
+import shutil
 import sys
 import time
 import warnings
@@ -47,6 +49,27 @@ def _dagster_instance(wh: Warehouse):
         return dg.DagsterInstance.from_config(str(home))
     except Exception as exc:  # noqa: BLE001 - any broken instance is reported as one line
         raise CliError(f"cannot open the Dagster instance: {str(exc).strip().splitlines()[0]}") from exc
+
+
+@contextlib.contextmanager
+def _dagster_storage(instance):
+    """Dagster's run and event storage as one line where it cannot be written (a full disk, a read-only
+    DAGSTER_HOME): what Dagster itself writes to stderr meanwhile is held back, and shown only once the
+    block has ended without failing."""
+    import sqlalchemy.exc
+
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    except (sqlalchemy.exc.SQLAlchemyError, OSError) as exc:
+        cause = getattr(exc, "orig", None) or exc
+        reason = getattr(cause, "strerror", None) or str(cause).strip().splitlines()[0]
+        with contextlib.suppress(OSError):
+            reason += f" ({shutil.disk_usage(instance.root_directory).free // 1024} KiB free there)"
+        raise CliError(f"cannot write Dagster's storage in {instance.root_directory}: {reason}; "
+                       "previous warehouse kept") from exc
+    sys.stderr.write(held.getvalue())
 
 
 def _failure_message(result) -> str:
@@ -99,16 +122,19 @@ def ingest(sources: list[str]) -> dict:
     _progress(f"materializing {len(todo) or len(listed)} upstream revision(s) through Dagster…")
     with wh.writer_lock():  # the first write: a home that cannot be written says so here
         instance = _dagster_instance(wh)
-        keys = register_revisions(instance, [r.key for r in listed])  # two ingests must not both add keys
+        with _dagster_storage(instance):
+            keys = register_revisions(instance, [r.key for r in listed])  # two ingests must not both add keys
     unpublished = steps.still_to_fetch(keys, published)
     run_keys = keys[keys.index(unpublished[0]):] if unpublished else keys[-1:]
     defs = build_definitions(locations=upstream.resolved_locations())
-    result = defs.resolve_job_def(INGEST_JOB).execute_in_process(
-        instance=instance, tags=range_tags(run_keys), run_config=QUIET_LOGS, raise_on_error=False
-    )
+    with _dagster_storage(instance):
+        result = defs.resolve_job_def(INGEST_JOB).execute_in_process(
+            instance=instance, tags=range_tags(run_keys), run_config=QUIET_LOGS, raise_on_error=False
+        )
     if not result.success:
         raise CliError(f"ingest failed, previous warehouse kept: {_failure_message(result)}")
-    return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id}
+    return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id,
+            "refused": sum(1 for r in listed if r.refused and r.key in todo)}
 
 
 # The run a reader's identifier names: a run id or external id; an identifier KernelIndex published that is
@@ -172,6 +198,9 @@ def query(sql: str) -> tuple[list[str], list[tuple]]:
             cursor = con.execute(sql)
         except duckdb.Error as exc:
             raise CliError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+        if cursor is None:  # only comments and semicolons
+            raise CliError("query has no statement, only comments: give a SQL statement, "
+                           "e.g. \"SELECT count(*) FROM runs\"")
         if cursor.description is None:
             return [], []
         return [d[0] for d in cursor.description], cursor.fetchall()
@@ -277,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             summary = ingest(args.source)
             seconds = time.perf_counter() - started
             if summary["ran"]:
-                print(f"ingested {summary['new_revisions']} new of {summary['revisions']} upstream revisions "
+                refused = f" ({summary['refused']} refused, reasons in quarantine)" if summary["refused"] else ""
+                print(f"ingested {summary['new_revisions']} new of {summary['revisions']} upstream revisions{refused} "
                       f"in {seconds:.1f} s (Dagster run {summary['run_id']})")
             else:
                 print(f"nothing new: all {summary['revisions']} upstream revisions already ingested ({seconds:.1f} s)")

@@ -14,9 +14,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from kernelindex_pipeline import catalog, claims, evidence
+from kernelindex_pipeline import catalog, claims, csvfile, evidence
 from kernelindex_pipeline.attestations import load_attestations
-from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
+from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, REFUSED, RUNS_SQL, UNLISTED
 from kernelindex_pipeline.manifests import write_manifests
 from kernelindex_pipeline.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORDS, seed_rows
 from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
@@ -73,12 +73,13 @@ def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence
     return count
 
 
-# Revision-level records in `quarantine`: revisions registered but no longer listed upstream.
-UNLISTED_QUARANTINE_SQL = f"""
+# Revision-level records in `quarantine`: revisions registered but no longer listed upstream, and revisions
+# the source refused (their reason in `problem`).
+REVISION_QUARANTINE_SQL = f"""
 SELECT coalesce(source_file, stream) AS source, commit AS source_revision, 0 AS line_number,
-    'upstream no longer lists this revision: nothing was fetched, no run withdrawn' AS reason, '' AS raw_line,
-    revision_key
-FROM snapshots WHERE state = '{UNLISTED}'
+    CASE state WHEN '{UNLISTED}' THEN 'upstream no longer lists this revision: nothing was fetched, no run withdrawn'
+        ELSE problem END AS reason, '' AS raw_line, revision_key
+FROM snapshots WHERE state IN ('{UNLISTED}', '{REFUSED}')
 """
 
 
@@ -126,7 +127,7 @@ def update_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
         "WHERE revision_key IN (SELECT revision_key FROM scope_revisions) "
         "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM conflicts "
         "UNION ALL SELECT source, source_revision, line_number, reason, raw_line, revision_key FROM evidence_quarantine "
-        f"UNION ALL SELECT * FROM ({UNLISTED_QUARANTINE_SQL}) WHERE revision_key IN (SELECT revision_key FROM scope_revisions)",
+        f"UNION ALL SELECT * FROM ({REVISION_QUARANTINE_SQL}) WHERE revision_key IN (SELECT revision_key FROM scope_revisions)",
     )
     con.unregister("conflicts")
     [(count,)] = con.execute("SELECT count(*) FROM runs").fetchall()
@@ -138,13 +139,13 @@ def _conflicts_with_lines(wh: Warehouse, con, conflicts: pa.Table) -> pa.Table:
     """Attach the raw line of each conflicting listing from the stored snapshot bytes."""
     rows = conflicts.to_pylist()
     shas = dict(con.execute("SELECT revision_key, sha256 FROM snapshots").fetchall()) if rows else {}
-    lines: dict[str, list[str]] = {}
+    by_revision: dict[str, list[dict]] = {}
     for row in rows:
-        key = row["revision_key"]
-        if key not in lines:
-            lines[key] = wh.load_raw(shas[key]).decode("utf-8", errors="replace").splitlines()
-        n = row["line_number"]
-        row["raw_line"] = lines[key][n - 1] if 0 < n <= len(lines[key]) else ""
+        by_revision.setdefault(row["revision_key"], []).append(row)
+    for key, listed in by_revision.items():
+        lines = csvfile.Lines.of(wh.load_raw(shas[key]))
+        for row, text in zip(listed, csvfile.raw_lines(lines, [r["line_number"] for r in listed])):
+            row["raw_line"] = text
     return pa.Table.from_pylist(rows, schema=pa.schema([
         ("source", pa.string()), ("source_revision", pa.string()), ("line_number", pa.int64()), ("reason", pa.string()),
         ("revision_key", pa.string()), ("raw_line", pa.string())]))

@@ -25,6 +25,7 @@ LISTED = "listed"  # bytes fetched; parsed into observations and quarantine rows
 DELETED = "deleted"  # the revision deleted the file: no rows, the file's runs are withdrawn from then on
 UNLISTED = "unlisted"  # a registered revision upstream no longer lists: nothing fetched, nothing withdrawn
 UNPARSEABLE = "unparseable"  # bytes that are not a CSV file at all: every line quarantined, nothing withdrawn
+REFUSED = "refused"  # a revision the source cannot vouch for (`sources.screen_revisions`): nothing read, nothing withdrawn
 
 RUNS_SQL = """
 WITH o AS (

@@ -1,7 +1,8 @@
 """Upstream CSV bytes -> run observations and quarantine rows, in Arrow and DuckDB SQL.
 
-Every data line of a snapshot ends in exactly one place: an accepted observation (one run as one
-revision lists it) or a quarantine row with the reason it was refused. Row-level work is columnar;
+Every record of a snapshot (a data line, or several where a quoted field holds line breaks; `csvfile` reads
+them) ends in exactly one place: an accepted observation (one run as one revision lists it) or a quarantine
+row with the reason it was refused. Row-level work is columnar;
 Python only touches the small dimension tables (distinct workloads, GPUs, implementations, protocols).
 
 Long because it is one data flow (parse, check, dimensions, identities, duplicates) whose SQL stages
@@ -10,8 +11,6 @@ read each other's relations by name; split, one pipeline would be read across fi
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import re
@@ -19,13 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
-import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import rfc8785
 
 import kernels
-from kernelindex_pipeline import catalog
+from kernelindex_pipeline import catalog, csvfile
 from kernelindex_pipeline.identity import API_VERSION, published
 from kernelindex_pipeline.sources import Revision
 
@@ -40,7 +37,6 @@ MAX_MEMORY_MB = 2.0**20  # a tebibyte of device memory
 # is below what the timer can tell apart from zero. The shipped snapshots' smallest latency is
 # 0.00512 ms (5,120 ns; softmax forward, torch, x = 128, RTX 3090), well above it.
 MIN_LATENCY_NS = 1_000
-_BOM = b"\xef\xbb\xbf"
 
 QUARANTINE_SCHEMA = pa.schema(
     [("revision_key", pa.string()), ("source", pa.string()), ("source_revision", pa.string()),
@@ -64,110 +60,53 @@ class Normalized:
     unparseable: dict[str, str]  # revision_key -> why that revision cannot be read as a whole
 
 
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
 @dataclass
 class _Parsed:
-    table: pa.Table | None  # accepted rows, upstream columns + line_number
+    table: pa.Table | None  # accepted records, upstream columns + line_number
     rejected: list[tuple[int, str]]  # (line number, reason)
-    lines: list[str] | None  # physical lines, kept only where quarantine needs raw text
+    lines: csvfile.Lines | None  # the file's physical lines (None for an empty file)
+    width: int = 0  # the header's number of fields: records are read to it
     has_replacement: bool = False
     unparseable: str | None = None  # why the whole file was refused
 
 
-def _read_fast(data: bytes, header: list[str]) -> pa.Table | None:
-    """Arrow's parallel reader, when the file is clean: valid UTF-8, no damaged or blank lines."""
+def _unreadable(lines: csvfile.Lines) -> str | None:
+    """Why the file as a whole cannot be read, or None."""
     try:
-        table = pacsv.read_csv(
-            io.BytesIO(data),
-            convert_options=pacsv.ConvertOptions(
-                column_types={c: pa.string() for c in header}, strings_can_be_null=False, quoted_strings_can_be_null=False,
-                include_columns=list(UPSTREAM_COLUMNS),
-            ),
-        )
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        return None  # a line with the wrong number of fields, or bytes that are not UTF-8
-    physical = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    if table.num_rows != physical - 1:
-        return None  # blank lines (which Arrow skips) or stray line breaks: line numbers need the exact path
-    numbers = pa.array(np.arange(2, table.num_rows + 2, dtype=np.int64))
-    return table.select(list(UPSTREAM_COLUMNS)).append_column("line_number", numbers)
-
-
-def _fields(line: str) -> list[str] | None:
-    """The fields of one physical line, or None where the csv module refuses it (a stray carriage return)."""
-    try:
-        return next(csv.reader([line]), [])
-    except csv.Error:
-        return None
-
-
-def _unreadable(data: bytes, end: int) -> tuple[str | None, list[str] | None]:
-    """Why the file as a whole cannot be read (and its lines, split as it breaks them), or (None, None)."""
-    if not data:
-        return "empty file: no header and no rows", []
-    if data.startswith(_BOM):
-        return "starts with a UTF-8 byte-order mark; upstream files are plain UTF-8", None
-    cr = data.find(b"\r", 0, len(data) if end < 0 else end)
-    if cr >= 0 and cr != end - 1:  # the header ends in, or holds, a carriage return without a line feed
-        lines = re.split(r"\r\n?|\n", data.decode("utf-8", errors="replace"))
-        return "lone carriage-return line endings", lines[:-1] if lines[-1] == "" else lines
-    try:
-        head = data[: len(data) if end < 0 else end].decode("utf-8")
+        head = lines.raw(0).decode("utf-8")
     except UnicodeDecodeError:
-        return "header is not valid UTF-8", None
+        return "header is not valid UTF-8"
     if "\x00" in head:
-        return "header is not valid UTF-8 text: it holds NUL bytes (UTF-16?)", None
+        return "header is not valid UTF-8 text: it holds NUL bytes (UTF-16?)"
     if not head.strip():
-        return "no header line: the first line is blank", None
-    return None, None
+        return "no header line: the first line is blank"
+    return None
 
 
-def _refused(reason: str, lines: list[str]) -> _Parsed:
+def _refused(reason: str, lines: csvfile.Lines | None) -> _Parsed:
     """A file refused as a whole: each non-blank data line, or a line-0 row where there is none."""
-    rejected = [(n, reason) for n, line in enumerate(lines[1:], start=2) if line.strip()]
+    rejected = [(n, reason) for n in (csvfile.data_lines(lines) if lines is not None else [])]
     return _Parsed(None, rejected or [(0, reason)], lines, unparseable=reason)
 
 
 def _parse_snapshot(data: bytes) -> _Parsed:
-    end = data.find(b"\n")
-    reason, lines = _unreadable(data, end)
+    if not data:
+        return _refused("empty file: no header and no rows", None)
+    lines = csvfile.Lines.of(data)
+    reason = _unreadable(lines)
     if reason is not None:
-        return _refused(reason, lines if lines is not None else _lines(data.decode("utf-8", errors="replace")))
-    head = data[: end if end >= 0 else len(data)].rstrip(b"\r").decode("utf-8")
-    header = _fields(head) or []
+        return _refused(reason, lines)
+    head = lines.text(0)
+    header = csvfile.lenient_fields(head)[0] or []
     missing = [c for c in UPSTREAM_COLUMNS if c not in header]
     if missing or len(set(header)) != len(header):
         why = f"missing column(s) {', '.join(missing)}" if missing else "duplicate column names"
-        return _refused(f"schema drift: {why}; header is {head[:200]!r}", _lines(data.decode("utf-8", errors="replace")))
-    fast = _read_fast(data, header)
-    if fast is not None:
-        return _Parsed(fast, [], None)
-
-    # Slow, exact path for a damaged file: one physical line is one record, as upstream writes them.
-    text = data.decode("utf-8", errors="replace")
-    lines = _lines(text)
-    rejected, accepted, numbers = [], [], []
-    for n, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        fields = _fields(line)
-        if fields is None:
-            rejected.append((n, "malformed CSV line: a carriage return inside an unquoted field"))
-        elif len(fields) != len(header):
-            rejected.append((n, f"malformed CSV line: {len(fields)} fields, header has {len(header)}"))
-        else:
-            accepted.append(fields)
-            numbers.append(n)
-    columns = list(zip(*accepted)) if accepted else [[] for _ in header]
-    table = pa.table({name: pa.array(col, pa.string()) for name, col in zip(header, columns)})
-    table = table.select(list(UPSTREAM_COLUMNS)).append_column("line_number", pa.array(numbers, pa.int64()))
-    return _Parsed(table, rejected, lines, "\ufffd" in text)
+        return _refused(f"schema drift: {why}; header is {head[:200]!r}", lines)
+    clean = csvfile.read_clean(lines, header, list(UPSTREAM_COLUMNS))
+    if clean is not None:
+        return _Parsed(clean, [], lines, len(header))
+    damaged = csvfile.read_damaged(lines, header, list(UPSTREAM_COLUMNS))
+    return _Parsed(damaged.table, damaged.rejected, lines, len(header), damaged.has_replacement)
 
 
 def _raw_table(snapshots: Sequence[Snapshot]) -> tuple[pa.Table, list[tuple[str, int, str]], dict[str, _Parsed], bool]:
@@ -204,6 +143,19 @@ def _number(text: str):
     if not math.isfinite(value):
         return text
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+
+
+# A number written with thousands separators ("16,384"): no float parser reads it, and "1,500" reads as 1.5
+# in half the world's locales, so a parameter written so is refused rather than taken as a name.
+GROUPED_NUMBER = re.compile(r"\s*[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?\s*")
+
+
+def _grouped(name: str, value) -> str | None:
+    """Why a parameter value written with thousands separators is refused (None for any other value)."""
+    if isinstance(value, str) and GROUPED_NUMBER.fullmatch(value):
+        return (f"{name} {value.strip()!r} is a number written with thousands separators; "
+                f"write it without them ({value.replace(',', '').strip()})")
+    return None
 
 
 # Upstream names some benchmarks by kernel and one setting: "dyt_beta=True" is kernel dyt with beta true.
@@ -246,6 +198,8 @@ def workload_of(kernel_name: str, x_name: str, x_value: str, config: str) -> dic
             return {"reason": f"config parameter {key!r} is not a scalar"}
         if isinstance(value, float) and not math.isfinite(value):
             return {"reason": f"config parameter {key!r} is not a finite number"}
+        if grouped := _grouped(f"config parameter {key!r}", value):
+            return {"reason": grouped}
         name = spec.canonical(key)
         if name == "dtype":
             dtype = kernels.DTYPE_NAMES.get(str(value), _slug_safe(str(value).removeprefix("torch.")))
@@ -253,6 +207,8 @@ def workload_of(kernel_name: str, x_name: str, x_value: str, config: str) -> dic
             implied[name] = value
         else:
             params[name] = value
+    if grouped := _grouped("x_value", x_value):
+        return {"reason": grouped}
     params[spec.canonical(x_name)] = _number(x_value)  # the swept parameter wins over a config default
     if setting is not None:
         name, value = spec.canonical(setting[0]), setting[1]
@@ -495,8 +451,7 @@ WHERE NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.revision_key = identified.r
 def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | None = None) -> Normalized:
     """Normalize snapshots into observations (one row per accepted line) and quarantine rows.
 
-    A revision that cannot be read as a whole (empty, byte-order mark, lone carriage returns, header not
-    UTF-8 or blank, schema drift) lands no observations, is named in `unparseable`, and has every data line
+    A revision that cannot be read as a whole (empty, header not UTF-8 or blank, schema drift) lands no observations, is named in `unparseable`, and has every data line
     quarantined with that reason (one line-0 row where it has none).
     """
     con = con or duckdb.connect()
@@ -536,20 +491,25 @@ def normalize(snapshots: Sequence[Snapshot], con: duckdb.DuckDBPyConnection | No
 
 
 def _with_raw_lines(rejected: pa.Table, snapshots: Sequence[Snapshot], parsed: dict[str, _Parsed]) -> pa.Table:
-    """Quarantine rows: each refused line with its source, revision and raw text."""
+    """Quarantine rows: each refused line with its source, revision and raw text (a record spanning lines in full)."""
     revisions = {s.revision.key: s for s in snapshots}
     keys, numbers, reasons = (rejected.column(c).to_pylist() for c in ("revision_key", "line_number", "reason"))
-    lines = {}
-    for key in set(keys):
-        known = parsed[key].lines
-        lines[key] = known if known is not None else _lines(revisions[key].data.decode("utf-8", errors="replace"))
+    raw = [""] * len(keys)
+    by_revision: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_revision.setdefault(key, []).append(i)
+    for key, rows in by_revision.items():
+        if parsed[key].lines is not None:
+            texts = csvfile.raw_lines(parsed[key].lines, [numbers[i] for i in rows], parsed[key].width)
+            for i, text in zip(rows, texts):
+                raw[i] = text
     rows = {
         "revision_key": keys,
         "source": [revisions[k].revision.path for k in keys],
         "source_revision": [revisions[k].revision.commit for k in keys],
         "line_number": numbers,
         "reason": reasons,
-        "raw_line": [lines[k][n - 1] if 0 < n <= len(lines[k]) else "" for k, n in zip(keys, numbers)],
+        "raw_line": raw,
     }
     return pa.table(rows, schema=QUARANTINE_SCHEMA)
 

@@ -28,7 +28,7 @@ from kernelindex_pipeline.derived import (
     update_ranks,
     update_runs,
 )
-from kernelindex_pipeline.history import DELETED, LISTED, UNLISTED, UNPARSEABLE  # noqa: F401 - the states callers land with
+from kernelindex_pipeline.history import DELETED, LISTED, REFUSED, UNLISTED, UNPARSEABLE  # noqa: F401 - the states callers land with
 from kernelindex_pipeline.identity import Published, published
 from kernelindex_pipeline.normalize import QUARANTINE_SCHEMA, Snapshot, normalize
 from kernelindex_pipeline.references import record_references
@@ -60,12 +60,18 @@ class Publication:
 # -- landing ----------------------------------------------------------------------------------------
 
 def land_revision(wh: Warehouse, revision: Revision, data: bytes | None, state: str = LISTED) -> None:
-    """Store a fetched revision's bytes, then its record, for the next publication to take in."""
+    """Store a fetched revision's bytes, then its record, for the next publication to take in. A refused
+    revision lands as its record and reason alone, without a commit time: it takes no place in upstream's
+    history (its reason gives the time it claims)."""
+    if revision.refused:
+        state, data = REFUSED, None
     sha = wh.store_raw(data) if data is not None else None
     wh.land({"revision_key": revision.key, "source": revision.source, "stream": revision.stream,
-             "source_file": revision.path, "commit": revision.commit, "committed_at": revision.committed_at,
+             "source_file": revision.path, "commit": revision.commit,
+             "committed_at": None if revision.refused else revision.committed_at,
              "sha256": sha, "bytes": len(data) if data is not None else 0, "location": revision.location,
-             "state": state, "benchmarked_commit": revision.benchmarked_commit, "release": revision.release})
+             "state": state, "benchmarked_commit": revision.benchmarked_commit, "release": revision.release,
+             "problem": revision.refused})
 
 
 def land_unlisted(wh: Warehouse, key: str) -> None:
@@ -163,7 +169,7 @@ def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> 
         ("revision_key", pa.string()), ("source", pa.string()), ("stream", pa.string()), ("source_file", pa.string()),
         ("commit", pa.string()), ("committed_at", pa.string()), ("sha256", pa.string()), ("bytes", pa.int64()),
         ("location", pa.string()), ("state", pa.string()), ("benchmarked_commit", pa.string()),
-        ("release", pa.string())]))
+        ("release", pa.string()), ("problem", pa.string())]))
     con.register("landed", rows)
     new = con.execute(f"""
         SELECT l.revision_key FROM landed l LEFT JOIN snapshots s USING (revision_key)
@@ -176,7 +182,7 @@ def record_snapshots(con: duckdb.DuckDBPyConnection, landed: Sequence[dict]) -> 
         con.execute("""
             INSERT INTO snapshots BY NAME
             SELECT revision_key, source, stream, source_file, commit, CAST(committed_at AS TIMESTAMPTZ) AS committed_at,
-                sha256, bytes, location, state, NULL AS problem, ? AS publication, benchmarked_commit, release
+                sha256, bytes, location, state, problem, ? AS publication, benchmarked_commit, release
             FROM landed WHERE list_contains(?, revision_key)""", [publication, keys]).fetchall()
     [(total,)] = con.execute("SELECT coalesce(sum(bytes), 0) FROM landed WHERE list_contains(?, revision_key)",
                              [keys]).fetchall()

@@ -27,7 +27,7 @@ __all__ = [
     "Built", "Unavailable", "adapter_problems", "check_correctness", "kernels", "load_adapter", "torch",
     "SEEDS", "DTYPES", "case_table", "have_liger", "limit_for", "_quiet_liger_backend_probe", "load_checked",
     "seeded_inputs", "assert_seeded_tensor", "check_floors", "assert_passed", "planted", "check_planted",
-    "assert_liger_needs_cuda",
+    "assert_liger_needs_cuda", "reordering_tolerance",
 ]
 
 SEEDS = (1, 2)
@@ -39,6 +39,18 @@ def case_table(cases: dict[str, list[dict]]) -> tuple[list[str], list[tuple[str,
     names = sorted(cases)
     return (names, [(k, p) for k in names for p in cases[k]],
             [f"{k}-{i}" for k in names for i in range(len(cases[k]))])
+
+
+def reordering_tolerance(dtype: torch.dtype, length: int, scale: float) -> float:
+    """How far two summation orders of one computation may leave its results apart in `dtype`.
+
+    Each order's result is within gamma_n = n*u / (1 - n*u) of the exact value, relative to the magnitude
+    summed, where u is the dtype's unit roundoff and n the terms summed along the chain of reductions
+    (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., section 3.1); two orders, twice that.
+    `scale` is the magnitude of the results. Tiling, BLAS builds and thread counts all reorder sums, so a
+    comparison within this bound holds on any CPU."""
+    u = torch.finfo(dtype).eps / 2
+    return 2 * length * u / (1 - length * u) * scale
 
 
 def have_liger() -> bool:

@@ -61,6 +61,13 @@ def test_bad_sql_is_one_line_on_stderr(kernelindex):
     assert code == 1 and out == "" and err.startswith("kernelindex: query failed:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("sql", ["", "   ", "-- just a comment", "/* a block comment */", ";", " ; -- twice\n;"])
+def test_sql_without_a_statement_is_one_line_on_stderr(kernelindex, sql):
+    code, out, err = kernelindex("query", sql)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("kernelindex: query ") and "SELECT count(*) FROM runs" in err
+
+
 def test_query_is_read_only(kernelindex):
     code, _, err = kernelindex("query", "DROP VIEW leaderboard")
     assert code == 1 and "read-only" in err.lower()

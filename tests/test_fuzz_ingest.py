@@ -2,7 +2,7 @@
 
 Each seeded round adds a few damaged revisions (byte flips, dropped and shuffled columns, huge numbers,
 NaN, negative values, unicode names, broken JSON, truncation, blank lines, duplicated rows, stray carriage
-returns and quotes) after a clean warehouse, and checks: the ingest succeeds; every data line of every
+returns and quotes, CRLF or lone-CR line breaks, a byte-order mark) after a clean warehouse, and checks: the ingest succeeds; every data line of every
 revision is an observation (hence a run) or a quarantine row with a reason; nothing of the clean
 warehouse is lost or changed.
 """
@@ -96,7 +96,10 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, list[str]]:
             i = rng.randrange(1, len(lines))
             lines[i] = lines[i][: rng.randrange(len(lines[i]) + 1)]
         done.append("lines cut short")
-    out = bytearray(b"\n".join(lines))
+    newline = rng.choice([b"\n", b"\n", b"\r\n", b"\r"])
+    if newline != b"\n":
+        done.append("CRLF line breaks" if newline == b"\r\n" else "lone-CR line breaks")
+    out = bytearray(newline.join(lines))
     if rng.random() < 0.6:
         for _ in range(rng.randint(1, 40)):
             out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
@@ -104,12 +107,18 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, list[str]]:
     if rng.random() < 0.3:
         out = out[: rng.randrange(len(out) // 2, len(out))]
         done.append("truncated file")
+    if rng.random() < 0.3:
+        out = b"\xef\xbb\xbf" + out
+        done.append("byte-order mark")
     return bytes(out), done
 
 
 def data_lines(data: bytes) -> int:
-    """Lines after the header that hold anything but whitespace (blank lines are not rows)."""
-    lines = data.decode("utf-8", errors="replace").split("\n")[1:]
+    """Lines after the header that hold anything but whitespace (blank lines are not rows). Lines end as the
+    header does: in a carriage return not followed by a line feed, else in a line feed (a CR before it dropped)."""
+    lf, cr = data.find(b"\n"), data.find(b"\r")
+    newline = "\r" if cr >= 0 and (lf < 0 or cr < lf - 1) else "\n"
+    lines = data.decode("utf-8", errors="replace").split(newline)[1:]
     return sum(1 for line in lines if line.strip())
 
 

@@ -32,7 +32,6 @@ def accounted(result) -> bool:
 
 
 @pytest.mark.parametrize("data, reason", [
-    (("\ufeff" + body()).encode(), "starts with a UTF-8 byte-order mark"),
     (body().encode("utf-16"), "header is not valid UTF-8"),
     (body().encode("utf-16-le"), "header is not valid UTF-8"),
     (body().replace("kernel_name", "kernel_n\u00e4me").encode("latin-1"), "header is not valid UTF-8"),
@@ -53,8 +52,9 @@ def test_unparseable_file_refuses_every_data_line_with_one_reason(data, reason):
     assert accounted(result)
 
 
-def test_raw_lines_of_a_refused_file_are_kept():
-    result = only(("\ufeff" + body()).encode())
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_raw_lines_of_a_refused_file_are_kept(newline):
+    result = only(body(newline).replace("y_value_50", "y_median").encode())
     assert [q["raw_line"] for q in result.quarantine.to_pylist()] == ROWS
 
 
@@ -73,27 +73,28 @@ def test_empty_file_reason():
     assert only(b"").unparseable == {REVISION.key: "empty file: no header and no rows"}
 
 
-@pytest.mark.parametrize("data", [body("\r").encode(), body("\r")[:-1].encode()])
-def test_lone_carriage_return_lines_are_split_on_cr_and_refused(data):
+@pytest.mark.parametrize("data", [
+    body().encode(), body("\r\n").encode(), body()[:-1].encode(), body("\r").encode(), body("\r")[:-1].encode(),
+    ("\ufeff" + body()).encode(), ("\ufeff" + body("\r\n")).encode(), ("\ufeff" + body("\r")).encode(),
+])
+def test_well_formed_files_are_parseable_whatever_their_line_breaks(data):
     result = only(data)
-    assert result.unparseable == {REVISION.key: "lone carriage-return line endings"}
-    assert result.observations.num_rows == 0
-    quarantine = [(q["line_number"], q["raw_line"]) for q in result.quarantine.to_pylist()]
-    assert quarantine == [(2, ROWS[0]), (3, ROWS[1]), (4, ROWS[2])]
-    assert accounted(result)
+    assert result.unparseable == {} and result.quarantine.num_rows == 0
+    assert result.observations.column("line_number").to_pylist() == [2, 3, 4]
+    assert result.observations.column("median_value").to_pylist() == [153632] * 3
 
 
-def test_lone_carriage_return_header_only_is_one_visible_row():
-    result = only((HEADER + "\r").encode())
-    assert result.unparseable == {REVISION.key: "lone carriage-return line endings"}
-    assert [(q["line_number"], q["raw_line"]) for q in result.quarantine.to_pylist()] == [(0, "")]
-
-
-@pytest.mark.parametrize("data", [body().encode(), body("\r\n").encode(), body()[:-1].encode()])
-def test_well_formed_files_are_parseable(data):
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_damaged_line_is_refused_alone_whatever_the_line_breaks(newline):
+    data = body(newline).replace(ROWS[1], "only,three,fields").encode()
     result = only(data)
-    assert result.unparseable == {}
-    assert result.observations.num_rows == 3 and result.quarantine.num_rows == 0
+    assert result.observations.column("line_number").to_pylist() == [2, 4]
+    (q,) = result.quarantine.to_pylist()
+    assert (q["line_number"], q["raw_line"]) == (3, "only,three,fields") and "malformed CSV line" in q["reason"]
+
+
+def test_a_byte_order_mark_alone_is_no_header():
+    assert only(b"\xef\xbb\xbf\n" + "\n".join(ROWS).encode()).unparseable[REVISION.key].startswith("no header line")
 
 
 def test_stray_carriage_return_in_a_data_line_refuses_that_line_only():
@@ -105,8 +106,9 @@ def test_stray_carriage_return_in_a_data_line_refuses_that_line_only():
     assert q["line_number"] == 3 and "carriage return" in q["reason"]
 
 
-def test_header_only_file_is_an_empty_listing():
-    result = only((HEADER + "\n").encode())
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_header_only_file_is_an_empty_listing(newline):
+    result = only((HEADER + newline).encode())
     assert result.unparseable == {} and result.rows_in == 0
 
 

@@ -3,6 +3,7 @@ sandboxed query, files that cannot be parsed, back-dated and vanished revisions,
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -31,7 +32,7 @@ from conftest import (
     write_snapshot_dir,
 )
 
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse import Warehouse, table_checksum
 
 DUCKDB_CLI = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -154,8 +155,6 @@ def _base_plus(tmp_path, base_warehouse, name: str, data: bytes | None, committe
 UNPARSEABLE = {
     "zero-bytes": (None, b""),
     "gzip-of-empty": (b"", None),
-    "lone-cr": ("\r".join(read_snapshot(main_rows()[0]).decode().split("\n")).encode(), None),
-    "byte-order-mark": (b"\xef\xbb\xbf" + read_snapshot(main_rows()[0]), None),
     "not-utf8-header": (b"\xff\xfe" + read_snapshot(main_rows()[0]), None),
 }
 
@@ -176,6 +175,30 @@ def test_a_file_that_cannot_be_parsed_is_a_quarantined_revision_not_a_withdrawal
     quarantined = query(home, "SELECT count(*), any_value(reason) FROM quarantine WHERE source_revision = ?",
                         ["f" * 40])[0]
     assert quarantined[0] >= 1 and quarantined[1] == problem
+
+
+def test_other_line_breaks_and_a_byte_order_mark_land_as_the_lf_file(tmp_path, base_warehouse, next_warehouse):
+    """The next revision as LF, then the same bytes with CRLF, lone-CR line breaks and a byte-order mark, each a
+    later revision: every copy lists exactly the runs the LF one does, with their values; none conflicts."""
+    lf = read_snapshot(main_rows()[BASE_REVISIONS]).replace(b"\r\n", b"\n")
+    copies = {"lf": lf, "crlf": lf.replace(b"\n", b"\r\n"), "lone-cr": lf.replace(b"\n", b"\r"),
+              "bom-crlf": b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n")}
+    base = main_rows()[:BASE_REVISIONS]
+    at = main_rows()[BASE_REVISIONS]["committed_at"][:-len("00:00+00:00")]
+    rows = base + [{**base[-1], "commit": f"{n + 1:x}" * 40, "committed_at": f"{at}{n:02d}:00+00:00",
+                    "file": f"{name}.csv.gz"} for n, name in enumerate(copies)]
+    home = copy_home(base_warehouse, tmp_path / "home")
+    ingest(home, write_snapshot_dir(tmp_path / "source", rows, {f"{name}.csv.gz": data for name, data in copies.items()}))
+    listed = {}
+    for n, name in enumerate(copies):
+        listed[name] = query(home, "SELECT run_id, line_number, median_value, p20_value, p80_value FROM observations "
+                                   "WHERE revision_key = ? ORDER BY line_number", [f"all_benchmark_data@{f'{n + 1:x}' * 12}"])
+    assert listed["lf"] and all(runs == listed["lf"] for runs in listed.values())
+    assert query(home, "SELECT state, count(*) FROM snapshots GROUP BY ALL") == [("listed", BASE_REVISIONS + 4)]
+    with Warehouse(home).reader() as con, Warehouse(next_warehouse).reader() as reference:
+        assert table_checksum(con, "ranks") == table_checksum(reference, "ranks")
+    assert query(home, "SELECT count(*) FROM quarantine WHERE reason LIKE 'conflicts%'") == query(
+        next_warehouse, "SELECT count(*) FROM quarantine WHERE reason LIKE 'conflicts%'")
 
 
 def test_a_value_below_the_timer_resolution_is_quarantined_not_ranked(tmp_path, base_warehouse):
@@ -273,24 +296,53 @@ def test_a_bad_http_setting_is_one_line(tmp_path, analyst_home):
     assert "KERNELINDEX_HTTP_TIMEOUT_S" in reason
 
 
-@pytest.mark.skipif(not IS_ROOT, reason="mounting a size-limited tmpfs needs root")
-def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp_path, base_warehouse, next_source):
+@contextlib.contextmanager
+def home_with_room(tmp_path: Path, warehouse: Path, free_bytes: int):
+    """A copy of `warehouse` on a tmpfs with about `free_bytes` left, and a function that grows the tmpfs by
+    a number of bytes (root only: the test skips elsewhere)."""
+    if not IS_ROOT:
+        pytest.skip("mounting a size-limited tmpfs needs root")
     mount = tmp_path / "small"
     mount.mkdir()
-    size = sum(p.stat().st_size for p in base_warehouse.rglob("*") if p.is_file() and not p.is_symlink())
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size + 6 * 2**20}", "tmpfs", str(mount)],
+    size = sum(p.stat().st_size for p in warehouse.rglob("*") if p.is_file() and not p.is_symlink()) + free_bytes
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if made.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+
+    def grow(more: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={size + more}", str(mount)], check=True)
     try:
-        home = copy_home(base_warehouse, mount / "home")
+        yield copy_home(warehouse, mount / "home"), grow
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_fails_the_ingest_with_its_cause_and_keeps_the_warehouse(tmp_path, base_warehouse, next_source):
+    with home_with_room(tmp_path, base_warehouse, 6 * 2**20) as (home, _):
         before = published_state(home)
         reason = assert_clear_failure(run_cli(home, "ingest", "--source", str(next_source)))
         assert "no space left on device" in reason.lower()
         assert published_state(home) == before
         assert not list((home / "generations").glob(".staging-*"))  # nothing half-built left behind
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("free_kib", [64, 200])
+def test_a_nearly_full_disk_before_the_warehouse_step_is_one_line_and_loses_nothing(
+        free_kib, tmp_path, base_warehouse, next_source, next_warehouse):
+    """So little room that Dagster's own run and event storage cannot be written, then room again."""
+    with home_with_room(tmp_path, base_warehouse, free_kib * 1024) as (home, grow):
+        before = published_state(home)
+        result = run_cli(home, "ingest", "--source", str(next_source))
+        reason = assert_clear_failure(result)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr[-3000:]
+        assert "Dagster" in reason and ("disk" in reason or "space" in reason)  # its instance or its storage
+        assert published_state(home) == before
+        grow(256 * 2**20)
+        ingest(home, next_source)
+        with Warehouse(home).reader() as con, Warehouse(next_warehouse).reader() as reference:
+            for table in ("runs", "ranks", "quarantine"):
+                assert table_checksum(con, table) == table_checksum(reference, table), table
 
 
 def test_readers_need_no_lock_file(analyst_home):

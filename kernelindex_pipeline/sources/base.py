@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -23,6 +25,10 @@ UPSTREAM_PATHS: tuple[str, ...] = (
 UPSTREAM_REPOSITORY = "linkedin/Liger-Kernel"
 SOURCE_NAME = "liger-kernel-bench"
 MiB = 2**20
+KEY_DIGITS = 12  # a revision key names its commit by this many hex digits
+# How far past the ingest's clock a commit time may lie (clock skew, a time zone written wrong); later, the
+# revision is refused: as its file's newest listing it would withdraw every run it does not list.
+FUTURE_TOLERANCE = timedelta(days=1)
 
 Number = TypeVar("Number", int, float)
 
@@ -52,12 +58,14 @@ class Revision:
     source: str = SOURCE_NAME  # the name of the declaration (`SourceSpec.name`) it was listed under
     benchmarked_commit: str | None = None  # gh-pages runs: the Liger commit benchmarked (short, as in the path)
     release: str | None = None  # gh-pages release runs: e.g. "0.6.4"; None otherwise
+    refused: str | None = None  # why the revision cannot be taken in (`screen_revisions`): it has no rows
 
     @property
     def key(self) -> str:
         """Dynamic partition key: one per upstream commit of each source file, e.g.
-        ``all_benchmark_data@0400d313c0ff`` (main) or ``gh-pages/0a62700-v0.6.4@ba133a77ec3d`` (gh-pages)."""
-        return f"{self.stream}@{self.commit[:12]}"
+        ``all_benchmark_data@0400d313c0ff`` (main) or ``gh-pages/0a62700-v0.6.4@ba133a77ec3d`` (gh-pages). A
+        refused revision is keyed by its full commit id, which no other revision's key can equal."""
+        return f"{self.stream}@{self.commit if self.refused else self.commit[:KEY_DIGITS]}"
 
 
 # Characters a revision key may use. Dagster stores dynamic partition keys as given, but refuses "...", tabs,
@@ -210,13 +218,38 @@ class Source(Protocol):
         ...
 
     def read(self, revision: Revision) -> bytes:
-        """The uncompressed CSV bytes of one revision."""
+        """The uncompressed CSV bytes of one revision (none of a refused one)."""
         ...
 
     def read_reference(self) -> bytes | None:
         """The bytes of the declaration's `reference_file` as the branch holds it now (the dashboard's
         reference run per kernel); None where the declaration names none or the branch lacks it."""
         ...
+
+
+def screen_revisions(revisions: Iterable[Revision], now: datetime | None = None) -> list[Revision]:
+    """The revisions, oldest first, each that cannot be taken in refused with its reason: commits of one file
+    whose keys (their first KEY_DIGITS hex digits) are equal, so that neither is taken for the other, and
+    commits dated after `now` (the ingest's clock) by more than FUTURE_TOLERANCE."""
+    revisions = list(revisions)
+    latest = (now or datetime.now(timezone.utc)) + FUTURE_TOLERANCE
+    commits = defaultdict(set)
+    for revision in revisions:
+        if not revision.refused:
+            commits[revision.key].add(revision.commit)
+    screened = []
+    for revision in revisions:
+        others = sorted(commits[revision.key] - {revision.commit}) if not revision.refused else []
+        reason = revision.refused
+        if others:
+            reason = (f"commit {revision.commit} shares its revision key {revision.key} (the first {KEY_DIGITS} hex "
+                      f"digits) with commit {others[0]}: refused, so that neither is taken for the other")
+        elif not reason and datetime.fromisoformat(revision.committed_at) > latest:
+            reason = (f"committed_at {revision.committed_at} is more than {FUTURE_TOLERANCE.days} day(s) after this "
+                      "ingest's clock: refused, since as the newest listing of its file it would withdraw every "
+                      "run it does not list")
+        screened.append(replace(revision, refused=reason) if reason != revision.refused else revision)
+    return sorted(screened)
 
 
 def stream_of(path: str) -> str:

@@ -19,7 +19,7 @@ import logging
 import os
 import stat
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from kernelindex_pipeline.sources.base import (
@@ -32,6 +32,7 @@ from kernelindex_pipeline.sources.base import (
     SourceSpec,
     env_number,
     printable,
+    screen_revisions,
     utc_iso,
 )
 
@@ -100,6 +101,12 @@ class DirectorySource:
         entry = self._index().get((revision.commit, revision.path))
         if entry is None:
             raise SourceError(f"{revision.key} is not listed in {printable(self.root / INDEX_NAME)}")
+        if entry.revision.refused:
+            return b""  # nothing of a refused revision is taken in
+        return self._bytes(entry)
+
+    def _bytes(self, entry: _Entry) -> bytes:
+        revision = entry.revision
         if not entry.file and self.spec.removals:
             raise FileDeletedAtRevision(f"{revision.key}: commit {revision.commit[:12]} removed {revision.path} "
                                         f"({INDEX_NAME} line {entry.line}: no file)")
@@ -121,13 +128,30 @@ class DirectorySource:
     # -- INDEX.tsv, read once per source --------------------------------------------------------------
 
     def _index(self) -> dict[tuple[str, str], _Entry]:
-        """The entries of the declaration's files, keyed by (commit, path); the first line of a pair wins."""
+        """The entries of the declaration's files, keyed by (commit, path), screened (`screen_revisions`). Lines
+        listing one pair twice are one revision where their files hold the same bytes, else it is refused."""
         if self._entries is None:
             entries: dict[tuple[str, str], _Entry] = {}
             for entry in self._read_index():
-                entries.setdefault((entry.revision.commit, entry.revision.path), entry)
-            self._entries = entries
+                pair = (entry.revision.commit, entry.revision.path)
+                first = entries.setdefault(pair, entry)
+                if first is not entry and not first.revision.refused and self._differ(first, entry):
+                    why = (f"{INDEX_NAME} lines {first.line} and {entry.line} list commit {pair[0]} of {pair[1]} "
+                           f"with different files ('{printable(first.file)}', '{printable(entry.file)}'): "
+                           "refused, since either could be the revision")
+                    entries[pair] = replace(first, revision=replace(first.revision, refused=why))
+            screened = screen_revisions(entry.revision for entry in entries.values())
+            self._entries = {(r.commit, r.path): replace(entries[r.commit, r.path], revision=r) for r in screened}
         return self._entries
+
+    def _differ(self, a: _Entry, b: _Entry) -> bool:
+        """Whether two entries of one revision give different bytes (a removal and a file differ)."""
+        if a.file == b.file:
+            return False
+        removal = self.spec.removals
+        if removal and not (a.file and b.file):
+            return bool(a.file) != bool(b.file)
+        return self._bytes(a) != self._bytes(b)
 
     def _read_index(self) -> list[_Entry]:
         index = self.root / INDEX_NAME

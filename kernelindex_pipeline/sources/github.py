@@ -41,7 +41,8 @@ from pathlib import Path
 from urllib.parse import quote, urlencode, urlsplit
 
 from kernelindex_pipeline.sources.base import (LIGER_MAIN, FileDeletedAtRevision, MiB, Revision, SourceError,
-                                               SourceSpec, env_number, one_line, printable, source_spec, utc_iso)
+                                               SourceSpec, env_number, one_line, printable, screen_revisions,
+                                               source_spec, utc_iso)
 from kernelindex_pipeline.sources.http import Deadline, HttpClient, NotFound, Transient, display, origin
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ class GitHubSource:
                     seen.add(sha)
                     committed_at = utc_iso(item["commit"]["committer"]["date"])
                     revisions.append(self.spec.revision(committed_at, sha, path, self.location))
-        return sorted(revisions)
+        return screen_revisions(revisions)
 
     def list_paths(self) -> tuple[str, ...]:
         """The files whose history is listed: the exact paths, or the branch tree's matches plus `paths` given."""
@@ -214,6 +215,8 @@ class GitHubSource:
         return [entry["path"] for entry in tree["tree"] if entry.get("type") == "blob"]
 
     def read(self, revision: Revision) -> bytes:
+        if revision.refused:
+            return b""  # nothing of a refused revision is taken in
         if not _SHA.fullmatch(revision.commit):
             raise SourceError(f"{revision.key}: not a full commit id: {revision.commit!r}")
         deadline = Deadline(self.deadline_s)
