@@ -385,13 +385,14 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
             pooled = dict(pooled, reason=f"source artifact ({row['source_artifact']}); the rerun: {pooled['reason']}")
         row.update({k: pooled[k] for k in ("rerun_ratio", "ci_low", "ci_high", "spread_a", "spread_b", "sessions",
                                            "verdict", "reason", "reason_code")},
-                   n_a=pooled["n_a"], n_b=pooled["n_b"], between_session_sd=between, session_intervals=[{f.name: s.get(f.name) for f in SESSION_INTERVAL} for s in each] or None)
-        if row["protocol"] == REPLICA and row["verdict"] == verdicts.NOT_RECHECKED \
-                and row["reason_code"] == reasons.TOO_FEW_REPETITIONS:
+                   n_a=pooled["n_a"], n_b=pooled["n_b"], between_session_sd=between,
+                   session_intervals=[{f.name: s.get(f.name) for f in SESSION_INTERVAL} for s in each] or None)
+        # A new session settles a claim without a decisive or steady interval, except that the replica's
+        # do_bench budget gives a long pass no more repetitions on any rerun.
+        budget_bound = row["protocol"] == REPLICA and row["reason_code"] == reasons.TOO_FEW_REPETITIONS
+        if budget_bound:
             row["reason"] += REPLICA_BUDGET_NOTE
-        # A new session settles a claim with too few repetitions or too much noise under device time; the
-        # replica's do_bench budget gives a long pass no more repetitions on any rerun.
-        row["awaiting_rerun"] = (row["verdict"] == verdicts.NOT_RECHECKED and row["protocol"] != REPLICA
+        row["awaiting_rerun"] = (row["verdict"] == verdicts.NOT_RECHECKED and not budget_bound
                                  and row["reason_code"] in reasons.AWAITING)
 
 
