@@ -99,6 +99,9 @@ def test_every_sql_example_runs_on_the_default_build_with_its_shape(default_home
         (alias,) = run(default_home, "SELECT v1alpha1_digest FROM digest_aliases LIMIT 1")
         sql = sql.replace("'sha256:…'", f"'{alias['v1alpha1_digest']}'")
     rows = run(default_home, sql)
+    if "Expected: no rows." in sql:  # a check, such as labels that contradict their own interval
+        assert rows == [], f"{where} finds {rows}"
+        return
     assert rows, f"{where} returns nothing"
     for pattern, shape in SHAPES.items():
         if re.search(pattern, sql):
