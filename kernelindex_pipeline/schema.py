@@ -87,6 +87,9 @@ CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPT
 CREATE TABLE IF NOT EXISTS listing_ranks (run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT,
     leader_run_id VARCHAR, listed_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS publication_changes (table_name VARCHAR, key VARCHAR);
+CREATE TABLE IF NOT EXISTS verdict_history (
+    comparison_key VARCHAR, protocol VARCHAR, a_provider VARCHAR, b_provider VARCHAR, verdict VARCHAR,
+    since TIMESTAMPTZ, until TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,
     provider VARCHAR, workload_slug VARCHAR, source_gpu VARCHAR, controlled_median BIGINT, source_median BIGINT,

@@ -23,6 +23,7 @@ from kernelindex_pipeline.derived import (
     StepResult,
     load_attestation_files,
     mark_scope,
+    update_claims,
     update_manifests,
     update_ranks,
     update_runs,
@@ -54,6 +55,7 @@ class Publication:
     runs: StepResult
     manifests: StepResult
     ranks: StepResult
+    claims: StepResult
 
 
 # -- landing ----------------------------------------------------------------------------------------
@@ -133,10 +135,11 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             runs.details["in_scope"] = in_scope
             manifests = update_manifests(con)
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
-            ranks = update_ranks(con, evidence_changed)
+            ranks = update_ranks(con)
+            verdicts = update_claims(con, evidence_changed)
         else:
-            runs = manifests = ranks = StepResult(0, False)
-        return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks)
+            runs = manifests = ranks = verdicts = StepResult(0, False)
+        return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks, verdicts)
 
 
 def _state(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
