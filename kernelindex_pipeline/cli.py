@@ -112,8 +112,10 @@ def ingest(sources: list[str]) -> dict:
 
 
 def show(run: str) -> tuple[str, list[str]]:
-    """The run's canonical manifest (JSON, for stdout) and one line per claim check it takes part in."""
+    """The run's canonical manifest (JSON, for stdout) and one line per claim check it takes part in: its
+    current claims, or, for a run a newer one has replaced in `ranks`, those it made when it was listed."""
     from kernelindex_pipeline.claims import claims_of_run
+    from kernelindex_pipeline.listing_claims import listing_claims_of_run
 
     with Warehouse().reader() as con:
         row = con.execute(
@@ -122,9 +124,10 @@ def show(run: str) -> tuple[str, list[str]]:
         if not row:
             raise CliError(f"no run with id or external id {run!r}")
         (text, run_id), = row
-        checks = claims_of_run(con, run_id)
+        checks = claims_of_run(con, run_id) + listing_claims_of_run(con, run_id)
     manifest = json.loads(text)
-    lines = [f"claim {c['source_order']} ({c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
+    lines = [f"claim {c['source_order']} ({c['source_gpu']}, source ratio {c['source_ratio']:.3f}"
+             f"{', when listed ' + c['listed_at'][:10] if c.get('listed_at') else ''}) "
              f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
              for c in checks]
     return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False), lines

@@ -17,6 +17,7 @@ import pyarrow as pa
 from kernelindex_pipeline import catalog, claims, evidence
 from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, RUNS_SQL, UNLISTED
+from kernelindex_pipeline.listing_claims import listing_claim_checks
 from kernelindex_pipeline.manifests import write_manifests
 from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.verdict_history import record_verdicts
@@ -225,12 +226,16 @@ def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
 
 def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:
     """Claim checks of the comparison groups in scope (their bootstrap intervals computed again only where
-    the evidence changed) and the verdict history they extend."""
+    the evidence changed), the listing-time claims of their replaced runs, and the verdict history."""
     checked = claims.claim_checks(con, reuse_intervals=not evidence_changed)
     con.register("cc_new", checked)
     changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                             key="comparison_key")
     con.unregister("cc_new")
+    con.register("lc_new", listing_claim_checks(con))
+    changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM lc_new ORDER BY ALL",
+                             key="comparison_key")
+    con.unregister("lc_new")
     history = record_verdicts(con)
     [(count,)] = con.execute("SELECT count(*) FROM claim_checks").fetchall()
     return StepResult(count, changed or history["verdicts_changed"] > 0,

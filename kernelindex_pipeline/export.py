@@ -39,6 +39,7 @@ from kernelindex_pipeline.site import (
     kernel_slug,
     replications_section,
 )
+from kernelindex_pipeline.verdict_pages import VERDICT_HISTORY_SQL, verdict_history_section
 from kernelindex_pipeline.warehouse import Warehouse, records
 
 SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
@@ -93,7 +94,8 @@ def _dl(rows: list[tuple[str, str]]) -> str:
 
 
 def claim_checks_section(checks: list[dict]) -> str:
-    """What KernelIndex's reruns found about the source claims this run takes part in."""
+    """What KernelIndex's reruns found about the source claims this run takes part in: its current claims,
+    or, for a run a newer one has replaced in its group, those it made when it was listed (`listed_at`)."""
     if not checks:
         return ""
     rows = []
@@ -104,12 +106,21 @@ def claim_checks_section(checks: list[dict]) -> str:
                     f"<td>{_e(c['protocol'])}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
                     f"<td><strong>{_e(c['verdict'])}</strong>{' · host-bound' if c['host_bound'] else ''}"
                     f"<br><span class=\"muted\">{_e(c['reason'])}</span></td></tr>")
-    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2><p>Each ordered pair of implementations "
-            "in this run's comparison group is a source claim, re-checked on KernelIndex's GPU under two "
+    listed = checks[0].get("listed_at")
+    claims = (f"Each ordered pair of implementations in this run's comparison group as upstream listed it "
+              f"({_listed_date(listed)}: this run and each implementation's newest run then) is a claim this run "
+              "made when it was published" if listed else
+              "Each ordered pair of implementations in this run's comparison group is a source claim")
+    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2>"
+            f"<p>{claims}, re-checked on KernelIndex's GPU under two "
             "protocols (device time; the source's own harness replayed). Ratios are b / a medians; verdicts "
             "compare orders and ratios, never absolute times across GPUs.</p><table><thead><tr><th>source claim"
             "</th><th>protocol</th><th>rerun GPU</th><th>rerun ratio [95% CI]</th><th>verdict</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></section>")
+
+
+def _listed_date(listed) -> str:
+    return listed.strftime("%Y-%m-%d") if hasattr(listed, "strftime") else str(listed)[:10]
 
 
 def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
@@ -275,7 +286,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     return _page(f"Run {run['run_id'][:8]} · KernelIndex", "\n".join(sections), 1)
 
 
-def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) -> str:
+def group_page(key: str, ranked: list[dict], others: list[dict], workload: str, history: list[dict] = ()) -> str:
     first = (ranked or others)[0]
     title = f"{first['title'].split(' · ')[0]} · {first['operation_mode']} · {first['metric']}"
     best = ranked[0]["median_value"] if ranked else None
@@ -300,7 +311,7 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str) 
             f"<p class=\"muted\">comparison key <code>{_e(key)}</code></p>"
             f"<section id=\"chart-section\"><h2>Median with p20–p80</h2>{chart_svg(ranked)}</section>"
             f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{earlier}")
-    return _page(f"{title} · {workload} · KernelIndex", body, 1)
+    return _page(f"{title} · {workload} · KernelIndex", body + verdict_history_section(list(history)), 1)
 
 
 def index_page(groups: list[tuple[str, dict, int]], providers: dict[str, list[str]]) -> str:
@@ -502,11 +513,17 @@ def _export_shard(shard: _Shard) -> dict:
         in_shard = "IN (SELECT run_id FROM runs WHERE {shard})"
         checks_by_run: dict[str, list[dict]] = defaultdict(list)
         attestations_by_run: dict[str, list[dict]] = defaultdict(list)
+        history_by_group: dict[str, list[dict]] = defaultdict(list)
         if shard.fmt == "html":
-            for check in _shard_records(con, shard, f"SELECT * FROM claim_checks WHERE a_run_id {in_shard} OR "
-                                        f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
-                checks_by_run[check["a_run_id"]].append(check)
-                checks_by_run[check["b_run_id"]].append(check)
+            for table in ("claim_checks", "listing_claim_checks") if _has_table(con, "listing_claim_checks") \
+                    else ("claim_checks",):
+                for check in _shard_records(con, shard, f"SELECT * FROM {table} WHERE a_run_id {in_shard} OR "
+                                            f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
+                    checks_by_run[check["a_run_id"]].append(check)
+                    checks_by_run[check["b_run_id"]].append(check)
+            if _has_table(con, "verdict_history"):
+                for change in _shard_records(con, shard, f"SELECT * FROM ({VERDICT_HISTORY_SQL}) WHERE {{shard}}"):
+                    history_by_group[change["comparison_key"]].append(change)
             if _has_table(con, "attestations"):
                 for attestation in _shard_records(con, shard, f"SELECT * FROM attestations WHERE run_id {in_shard}"):
                     attestations_by_run[attestation["run_id"]].append(attestation)
@@ -526,7 +543,7 @@ def _export_shard(shard: _Shard) -> dict:
                                 reverse=True)
                 workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
                                             members[0]["workload_slug"])
-                write(f"groups/{slug}.html", group_page(key, ranked, others, workload))
+                write(f"groups/{slug}.html", group_page(key, ranked, others, workload, history_by_group.get(key, [])))
                 summaries.append((slug, {f: leader[f] for f in SUMMARY_FIELDS}, len(ranked)))
                 providers[slug] = sorted({r["provider"] for r in ranked})
             with_page = {group_slug(key)} if ranked else set()

@@ -259,3 +259,52 @@ def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(
     assert unbuildable, "the shipped data has no qwen2vl_mrope workload without input shapes"
     assert all(T.input_bytes(t["kernel"], t["params"], T.tensor_dtype(t)) is not None for t in chosen)
     assert not [t for t in chosen if t["kernel"] == "qwen2vl_mrope" and t["params"] in unbuildable]
+
+
+def export_group_of(home, run_id: str, directory) -> None:
+    """The record and group pages of `run_id`'s comparison group, written by the export's own shard code (a
+    shard holding few groups besides it)."""
+    from kernelindex_pipeline.export import _export_shard, _Shard
+    from kernelindex_pipeline.site import Site
+
+    wh, count = Warehouse(home), 4096
+    [(index,)] = query(home, "SELECT hash(comparison_key) % ? FROM runs WHERE run_id = ?", [count, run_id])
+    _export_shard(_Shard(str(home), str(wh.db_path.resolve()), index, count, "html", str(directory), Site()))
+
+
+def test_the_seed_page_and_show_answer_the_claim_it_made_when_listed(both_home, monkeypatch, capsys, tmp_path):
+    """No current claim names the replaced seed run; its page and `kernelindex show` give the verdicts of the
+    claim it made when the main-branch file listed it (huggingface < liger, its listing-time group),
+    re-checked by the reruns of its workload under both protocols."""
+    [(run_id, key)] = query(both_home, "SELECT run_id, comparison_key FROM runs WHERE external_id = ?", [SEED])
+    assert query(both_home, "SELECT count(*) FROM claim_checks WHERE ? IN (a_run_id, b_run_id)", [run_id]) == [(0,)]
+    listed = query(both_home, "SELECT protocol, source_order, verdict, rerun_ratio, listed_at::DATE::VARCHAR "
+                              "FROM listing_claim_checks WHERE b_run_id = ? ORDER BY protocol", [run_id])
+    assert [(p, o, d) for p, o, _, _, d in listed] == [
+        ("kernelindex-device-time", "huggingface < liger", "2025-08-09"),
+        ("source-replica", "huggingface < liger", "2025-08-09")]
+    device = listed[0]
+    assert device[2] == "indistinguishable" and 0.97 < device[3] < 1.0  # README: device time 0.985
+    monkeypatch.setenv("KERNELINDEX_HOME", str(both_home))
+    assert cli.main(["show", SEED]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "when listed 2025-08-09" in line]
+    assert [line.split(" under ")[1].split(":")[0] for line in lines] == [p for p, *_ in listed]
+    export_group_of(both_home, run_id, tmp_path)
+    text = text_of((tmp_path / "runs" / f"{run_id}.html").read_text())
+    assert "a claim this run made when it was published" in text
+    for protocol, _, verdict, ratio, _ in listed:
+        assert f"{protocol} NVIDIA H200 SXM {ratio:.3f}" in text and verdict in text
+    group = text_of((tmp_path / "groups" / f"{group_slug(key)}.html").read_text())
+    assert "Verdict history" in group and "since" in group
+
+
+def test_every_replaced_source_run_that_ranked_when_listed_has_its_claims(both_home):
+    """Each source run a newer one replaced in `ranks`, in a group of two or more when it was listed, takes part
+    in listing-time claims under both protocols, each with a verdict or a reason."""
+    [(missing, unexplained)] = query(both_home, """
+        SELECT (SELECT count(*) FROM listing_ranks l WHERE l.rank IS NOT NULL AND l.group_size > 1
+                  AND l.run_id NOT IN (SELECT run_id FROM ranks)
+                  AND (SELECT count(DISTINCT protocol) FROM listing_claim_checks c
+                       WHERE l.run_id IN (c.a_run_id, c.b_run_id)) < 2),
+               (SELECT count(*) FROM listing_claim_checks WHERE verdict IS NULL OR coalesce(reason, '') = '')""")
+    assert (missing, unexplained) == (0, 0)
