@@ -239,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="device time for the whole session; what does not fit is left for the next one")
     p.add_argument("--only-unchecked", action="store_true",
                    help="only workloads awaiting a rerun (a claim not re-checked for want of rerun evidence)")
-    p = sub.add_parser("export", help="export manifests (json) or static record pages (html)")
-    p.add_argument("--format", choices=["json", "html"], default="json")
+    p = sub.add_parser("export", help="export manifests (json), static record pages (html) or verdict statements (intoto)")
+    p.add_argument("--format", choices=["json", "html", "intoto"], default="json",
+                   help="intoto: one in-toto statement per decided claim and protocol, signed when "
+                   "$KERNELINDEX_SIGNING_KEY names an Ed25519 key")
     p.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
     try:
@@ -265,9 +267,14 @@ def main(argv: list[str] | None = None) -> int:
             runs = rerun(args.kernels, args.device_minutes, args.only_unchecked)
             print(f"rerun published ({len(runs)} Dagster run(s): {', '.join(runs)})")
         elif args.command == "export":
+            from kernelindex_pipeline.defs.resources import SigningResource
             from kernelindex_pipeline.export import export
 
-            print(export(args.format, args.directory))
+            try:
+                signer = SigningResource.resolved().signer() if args.format == "intoto" else None
+            except ValueError as exc:
+                raise CliError(f"cannot sign with $KERNELINDEX_SIGNING_KEY: {exc}") from exc
+            print(export(args.format, args.directory, signer=signer))
     except (CliError, WarehouseError, FileNotFoundError) as exc:
         print(f"kernelindex: {_one_line(exc)}", file=sys.stderr)
         return 1

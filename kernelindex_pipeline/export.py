@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
+import hashlib
 import json
 import multiprocessing
 import os
@@ -38,6 +39,14 @@ from kernelindex_pipeline.site import (
     kernel_page,
     kernel_slug,
     replications_section,
+)
+from kernelindex_pipeline.statements import (
+    DECIDED,
+    PREDICATE_TYPE,
+    STATEMENTS_SQL,
+    envelope,
+    statement_bytes,
+    statement_name,
 )
 from kernelindex_pipeline.verdict_pages import VERDICT_HISTORY_SQL, verdict_history_section
 from kernelindex_pipeline.warehouse import Warehouse, records
@@ -105,7 +114,7 @@ def claim_checks_section(checks: list[dict]) -> str:
         rows.append(f"<tr><td>{_e(c['source_order'])} ({_e(c['source_gpu'])}, ratio {c['source_ratio']:.3f})</td>"
                     f"<td>{_e(c['protocol'])}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
                     f"<td><strong>{_e(c['verdict'])}</strong>{' · host-bound' if c['host_bound'] else ''}"
-                    f"<br><span class=\"muted\">{_e(c['reason'])}</span></td></tr>")
+                    f"<br><span class=\"muted\">{_e(c['reason'])}</span>{_statement_link(c)}</td></tr>")
     listed = checks[0].get("listed_at")
     claims = (f"Each ordered pair of implementations in this run's comparison group as upstream listed it "
               f"({_listed_date(listed)}: this run and each implementation's newest run then) is a claim this run "
@@ -117,6 +126,13 @@ def claim_checks_section(checks: list[dict]) -> str:
             "compare orders and ratios, never absolute times across GPUs.</p><table><thead><tr><th>source claim"
             "</th><th>protocol</th><th>rerun GPU</th><th>rerun ratio [95% CI]</th><th>verdict</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></section>")
+
+
+def _statement_link(check: dict) -> str:
+    """A decided verdict's in-toto statement, where `export --format intoto SITE/statements` writes it."""
+    if check["verdict"] not in DECIDED:
+        return ""
+    return f" <a class=\"statement\" href=\"../statements/{statement_name(check)}\">statement</a>"
 
 
 def _listed_date(listed) -> str:
@@ -599,10 +615,13 @@ def _index_json(con) -> str:
 
 
 def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
-           site: Site | None = None, workers: int | None = None) -> str:
+           site: Site | None = None, workers: int | None = None, signer=None) -> str:
     """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
-    report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it."""
+    report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it; ``signer`` signs
+    the statements of an ``intoto`` export."""
     directory = Path(directory)
+    if fmt == "intoto":
+        return export_statements(directory, signer)
     site = Site.from_env() if site is None else site
     warehouse = Warehouse()
     with warehouse.reader() as con:
@@ -649,3 +668,37 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         return f"exported {total} manifests and index.json to {directory} ({written})"
     return (f"exported {total} record pages, {len(summaries)} group pages, {len(titles)} kernel pages and "
             f"manifests to {directory} ({written})")
+
+
+def export_statements(directory: Path, signer=None) -> str:
+    """One in-toto statement per decided claim and protocol (`statements.py`), current and listing-time,
+    with its DSSE envelope when ``signer`` is given, and ``index.json``: each statement's claim, file and
+    sha256. Files whose bytes would not change are left untouched; statements no longer produced are removed."""
+    write, index = _Writer(str(directory)), []
+    suffix = ".dsse.json"
+    with Warehouse().reader(bounded=True) as con:
+        tables = ["claim_checks"] + (["listing_claim_checks"] if _has_table(con, "listing_claim_checks") else [])
+        for table in tables:
+            cursor = con.execute(STATEMENTS_SQL.format(table=table))
+            names = [d[0] for d in cursor.description]
+            while rows := cursor.fetchmany(FETCH_ROWS):
+                for row in rows:
+                    check = dict(zip(names, row))
+                    name, payload = statement_name(check), statement_bytes(check)
+                    write(name, payload.decode("utf-8"))
+                    if signer is not None:
+                        write(name.removesuffix(".intoto.json") + suffix, envelope(payload, signer).decode("utf-8"))
+                    index.append({"statement": name, "sha256": hashlib.sha256(payload).hexdigest(),
+                                  "claim": check["source_order"], "protocol": check["protocol"],
+                                  "verdict": check["verdict"], "comparisonKey": check["comparison_key"],
+                                  "runs": [check["a_run_id"], check["b_run_id"]]})
+    write("index.json", json.dumps({"predicateType": PREDICATE_TYPE, "statements": index}, ensure_ascii=False,
+                                   indent=1) + "\n")
+    produced = set(write.produced)
+    removed = 0
+    for entry in os.scandir(directory):
+        if entry.name.endswith((".intoto.json", suffix)) and entry.is_file() and entry.name not in produced:
+            os.unlink(entry.path)
+            removed += 1
+    return (f"exported {len(index)} verdict statements{' and their signed envelopes' if signer else ''} to "
+            f"{directory} ({write.rewritten} files written, {write.unchanged} unchanged, {removed} stale removed)")

@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS publications (run_id VARCHAR, published_at TIMESTAMPT
 CREATE TABLE IF NOT EXISTS listing_ranks (run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT,
     leader_run_id VARCHAR, listed_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS publication_changes (table_name VARCHAR, key VARCHAR);
+CREATE TABLE IF NOT EXISTS evidence_files (file VARCHAR, sha256 VARCHAR);
 CREATE TABLE IF NOT EXISTS verdict_history (
     comparison_key VARCHAR, protocol VARCHAR, a_provider VARCHAR, b_provider VARCHAR, verdict VARCHAR,
     since TIMESTAMPTZ, until TIMESTAMPTZ);

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import os
 import re
@@ -308,3 +310,100 @@ def test_every_replaced_source_run_that_ranked_when_listed_has_its_claims(both_h
                        WHERE l.run_id IN (c.a_run_id, c.b_run_id)) < 2),
                (SELECT count(*) FROM listing_claim_checks WHERE verdict IS NULL OR coalesce(reason, '') = '')""")
     assert (missing, unexplained) == (0, 0)
+
+
+@pytest.fixture(scope="module")
+def statements(both_home, tmp_path_factory):
+    """`kernelindex export --format intoto` of the default build, signed with a throwaway Ed25519 key:
+    (the site folder it was written under, the statements' folder, the key's public half, the export's line)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from securesystemslib.signer import SSlibKey
+
+    site = tmp_path_factory.mktemp("site")
+    key = Ed25519PrivateKey.generate()
+    pem = site.parent / "signing-key.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    env = {"KERNELINDEX_HOME": str(both_home), "KERNELINDEX_SIGNING_KEY": str(pem)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert cli.main(["export", "--format", "intoto", str(site / "statements")]) == 0
+        with contextlib.redirect_stdout(io.StringIO()) as again:
+            assert cli.main(["export", "--format", "intoto", str(site / "statements")]) == 0
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return site, site / "statements", SSlibKey.from_crypto(key.public_key()), again.getvalue()
+
+
+def test_intoto_export_writes_one_signed_statement_per_decided_claim_and_protocol(both_home, statements):
+    import hashlib
+
+    import rfc8785
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+
+    from kernelindex_pipeline.identity import digest
+    from kernelindex_pipeline.statements import PREDICATE_TYPE
+
+    _, folder, public, again = statements
+    decided = query(both_home, "SELECT sum(n) FROM (SELECT count(*) AS n FROM claim_checks WHERE verdict <> "
+                               "'not re-checked' UNION ALL SELECT count(*) FROM listing_claim_checks "
+                               "WHERE verdict <> 'not re-checked')")[0][0]
+    index = json.loads((folder / "index.json").read_text())["statements"]
+    assert len(index) == len(list(folder.glob("*.intoto.json"))) == len(list(folder.glob("*.dsse.json"))) == decided
+    # every subject's digest is its run's manifest digest, which recomputes from the manifest's run object
+    by_run = dict(query(both_home, "SELECT run_id, run_digest FROM run_manifests"))
+    sample = index[:: max(1, len(index) // 300)]
+    manifests = dict(query(both_home, "SELECT run_id, manifest FROM manifests WHERE list_contains(?, run_id)",
+                           [sorted({r for e in sample for r in e["runs"]})]))
+    for entry in sample:
+        payload = (folder / entry["statement"]).read_bytes()
+        assert hashlib.sha256(payload).hexdigest() == entry["sha256"]
+        assert rfc8785.dumps(json.loads(payload)) == payload  # canonical bytes
+        statement = json.loads(payload)
+        assert statement["_type"] == "https://in-toto.io/Statement/v1" and statement["predicateType"] == PREDICATE_TYPE
+        assert len(statement["subject"]) == 4
+        for subject in statement["subject"]:
+            run_id = subject["name"].removeprefix("runs/")
+            assert "sha256:" + subject["digest"]["sha256"] == by_run[run_id]
+        for run_id in entry["runs"]:
+            assert digest(json.loads(manifests[run_id])["run"]) == by_run[run_id]
+        envelope = Envelope.from_dict(json.loads((folder / entry["statement"].replace(".intoto.", ".dsse.")).read_text()))
+        assert envelope.payload == payload and envelope.verify([public], 1)
+    # a tampered statement fails verification
+    entry = next(e for e in index if e["verdict"] == "reversed")
+    envelope = json.loads((folder / entry["statement"].replace(".intoto.", ".dsse.")).read_text())
+    tampered = json.loads(base64_decode(envelope["payload"]))
+    tampered["predicate"]["verdict"] = "held"
+    envelope["payload"] = base64_encode(rfc8785.dumps(tampered))
+    with pytest.raises(VerificationError, match="Accepted signatures do not match threshold"):
+        Envelope.from_dict(envelope).verify([public], 1)
+    # signatures are deterministic (Ed25519): a re-export with nothing changed writes nothing
+    assert "0 files written" in again and "0 stale removed" in again
+
+
+def base64_decode(text: str) -> bytes:
+    import base64
+
+    return base64.b64decode(text)
+
+
+def base64_encode(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
+    site, folder, *_ = statements
+    [(run_id,)] = query(both_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])
+    export_group_of(both_home, run_id, site)
+    page = (site / "runs" / f"{run_id}.html").read_text()
+    links = re.findall(r'<a class="statement" href="([^"]+)">statement</a>', page)
+    assert len(links) == 2  # one per protocol
+    for link in links:
+        statement = json.loads((site / "runs" / link).resolve().read_text())
+        assert statement["predicate"]["claim"]["b"]["runId"] == run_id
