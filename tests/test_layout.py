@@ -94,7 +94,7 @@ def test_the_code_location_is_the_defs_folder():
     assert {s.name for s in repo.schedule_defs} == {"nightly_ingest"}
     assert {s.name for s in repo.sensor_defs} == {"new_upstream_revisions"}
     assert len(list(repo.asset_graph.asset_check_keys)) == 9
-    assert set(repo.get_top_level_resources()) == {"upstream", "warehouse"}
+    assert set(repo.get_top_level_resources()) == {"upstream", "warehouse", "signing"}
     groups = {}
     for key in repo.asset_graph.get_all_asset_keys():
         groups.setdefault(repo.asset_graph.get(key).group_name, set()).add(key)
