@@ -407,3 +407,68 @@ def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
     for link in links:
         statement = json.loads((site / "runs" / link).resolve().read_text())
         assert statement["predicate"]["claim"]["b"]["runId"] == run_id
+
+
+# Loads a page into a frame `width` CSS px wide and writes, into its own DOM, the boxes of each chart's x tick
+# labels as the browser laid them out.
+TICKS_HARNESS = """<!doctype html><html><body style="margin:0">
+<iframe id="page" src="{url}" style="width:{width}px;height:900px;border:0"></iframe>
+<script>
+document.getElementById('page').addEventListener('load', event => {{
+  const doc = event.target.contentWindow.document;
+  const charts = [...doc.querySelectorAll('svg.chart')].map(svg => [...svg.querySelectorAll('text.x-tick')].map(t => {{
+    const b = t.getBoundingClientRect();
+    return {{text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom}};
+  }}));
+  const out = document.createElement('output');
+  out.id = 'ticks';
+  out.textContent = JSON.stringify(charts);
+  document.body.append(out);
+}});
+</script></body></html>"""
+
+
+def tick_boxes(page, width: int) -> list[list[dict]]:
+    import html
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from test_ui import CHROMIUM
+
+    with tempfile.TemporaryDirectory() as scratch:
+        harness = Path(scratch) / "ticks.html"
+        harness.write_text(TICKS_HARNESS.format(url=html.escape(page.resolve().as_uri()), width=width))
+        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               "--allow-file-access-from-files", f"--user-data-dir={scratch}/profile",
+                               "--window-size=1400,1000", "--dump-dom", harness.as_uri()],
+                              check=True, capture_output=True, timeout=90, text=True)
+    found = re.search(r'<output id="ticks">(.*?)</output>', done.stdout, re.S)
+    assert found, "the harness wrote no measurement"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.skipif(not __import__("test_ui").CHROMIUM, reason="chromium is not installed (apt-get install -y chromium)")
+def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home, tmp_path):
+    """DyT's scaling charts sweep hidden 1024 to 16384 on a log axis, whose largest values crowd together: in
+    Chromium, at 390 and 1280 px, no two x tick labels of a chart touch, and each chart keeps its ends."""
+    from kernelindex_pipeline.charts import kernel_charts
+    from kernelindex_pipeline.export import STYLE, _page
+    from kernelindex_pipeline.site import kernel_page
+
+    with Warehouse(both_home).reader() as con:
+        charts = kernel_charts(con)["dyt"]
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "style.css").write_text(STYLE)
+    page = tmp_path / "kernels" / "dyt.html"
+    page.write_text(kernel_page("dyt", "DyT", [], _page, charts))
+    assert "7168" in charts and "16384" in charts
+    for width in (390, 1280):
+        boxes = tick_boxes(page, width)
+        assert boxes and all(len(chart) >= 2 for chart in boxes), boxes
+        for chart in boxes:
+            assert chart[-1]["text"] == "16384" or not chart[-1]["text"].isdigit(), chart
+            for left, right in zip(chart, chart[1:]):
+                apart = left["right"] <= right["left"] or left["bottom"] <= right["top"]
+                assert apart, (width, left, right)
