@@ -12,6 +12,7 @@ import re
 import pytest
 from conftest import query
 from test_export import text_of
+from test_ui import needs_chromium
 from shipped_warehouse import REPO, SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline import cli
@@ -430,26 +431,13 @@ document.getElementById('page').addEventListener('load', event => {{
 
 def tick_boxes(page, width: int) -> list[list[dict]]:
     import html
-    import subprocess
-    import tempfile
-    from pathlib import Path
 
-    from test_ui import CHROMIUM
+    from test_site_pages import measured
 
-    with tempfile.TemporaryDirectory() as scratch:
-        harness = Path(scratch) / "ticks.html"
-        harness.write_text(TICKS_HARNESS.format(url=html.escape(page.resolve().as_uri()), width=width))
-        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                               "--allow-file-access-from-files", f"--user-data-dir={scratch}/profile",
-                               "--window-size=1400,1000", "--dump-dom", harness.as_uri()],
-                              check=True, capture_output=True, timeout=90, text=True)
-    found = re.search(r'<output id="ticks">(.*?)</output>', done.stdout, re.S)
-    assert found, "the harness wrote no measurement"
-    return json.loads(html.unescape(found.group(1)))
+    return measured(TICKS_HARNESS.format(url=html.escape(page.resolve().as_uri()), width=width), "ticks", page)
 
 
-@pytest.mark.skipif(not __import__("test_ui").CHROMIUM, reason="chromium is not installed (apt-get install -y chromium)")
+@needs_chromium
 def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home, tmp_path):
     """DyT's scaling charts sweep hidden 1024 to 16384 on a log axis, whose largest values crowd together: in
     Chromium, at 390 and 1280 px, no two x tick labels of a chart touch, and each chart keeps its ends."""
