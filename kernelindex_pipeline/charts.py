@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import kernels
 from kernelindex_pipeline.catalog import MODES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.chart_ticks import TICK_FONT, legible
 from kernelindex_pipeline.display import params_display, plain, quantity, scale
 from kernelindex_pipeline.site import escape as _e
 from kernelindex_pipeline.warehouse import records
@@ -249,28 +250,6 @@ def _x_positions(xs: list, ordinal: bool) -> dict:
     return {x: LEFT + pad + (plot - 2 * pad) * (f(x) - f(lo)) / ((f(hi) - f(lo)) or 1) for x in xs}
 
 
-# A tick label's extent along the axis in viewBox units (the SVG scales as a whole, so labels apart here are
-# apart at every width): its characters at 13 px, digits and lower case at most 0.62 em wide in the sans
-# fonts pages fall back to, or its line height when it stands upright; and the space kept between two.
-TICK_FONT, TICK_EM, TICK_GAP = 13, 0.62, 6
-
-
-def _legible(labels: list[tuple], at: dict, upright: bool) -> list[tuple]:
-    """The tick labels that fit side by side without touching, the first and last always among them: a
-    dense stretch of a sweep (a log axis's largest values) keeps every label that fits, in order."""
-    def extent(text: str) -> float:
-        return TICK_FONT * 1.2 if upright else len(text) * TICK_FONT * TICK_EM
-
-    def apart(left: tuple, right: tuple) -> bool:
-        return at[right[0]] - at[left[0]] >= (extent(left[1]) + extent(right[1])) / 2 + TICK_GAP
-
-    kept = labels[:1]
-    for label in labels[1:-1]:
-        if apart(kept[-1], label) and apart(label, labels[-1]):
-            kept.append(label)
-    return kept + labels[-1:] if len(labels) > 1 and apart(kept[-1], labels[-1]) else kept
-
-
 def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
     """A figure: title, the SVG (scales to its container through its viewBox), and the legend."""
     xs = sorted({p[0] for line in chart.lines for p in line.points},
@@ -284,7 +263,7 @@ def line_chart(chart: Chart, colours: dict[str, str], number: int) -> str:
     labels = [(x, plain(x)) for i, x in enumerate(xs) if i % keep == 0 or i == len(xs) - 1]
     # labels too wide to sit side by side (model names) stand upright below the axis
     upright = max(len(text) for _, text in labels) * len(labels) > 56
-    labels = _legible(labels, at, upright)
+    labels = legible(labels, at, upright)
     bottom = BOTTOM + (6.5 * max(len(text) for _, text in labels) if upright else 0)
     plot_h, height = PLOT_HEIGHT, TOP + PLOT_HEIGHT + bottom
 

@@ -102,7 +102,7 @@ def _dl(rows: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def claim_checks_section(checks: list[dict]) -> str:
+def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
     """What KernelIndex's reruns found about the source claims this run takes part in: its current claims,
     or, for a run a newer one has replaced in its group, those it made when it was listed (`listed_at`)."""
     if not checks:
@@ -114,7 +114,7 @@ def claim_checks_section(checks: list[dict]) -> str:
         rows.append(f"<tr><td>{_e(c['source_order'])} ({_e(c['source_gpu'])}, ratio {c['source_ratio']:.3f})</td>"
                     f"<td>{_e(c['protocol'])}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
                     f"<td><strong>{_e(c['verdict'])}</strong>{' · host-bound' if c['host_bound'] else ''}"
-                    f"<br><span class=\"muted\">{_e(c['reason'])}</span>{_statement_link(c)}</td></tr>")
+                    f"<br><span class=\"muted\">{_e(c['reason'])}</span>{_statement_link(c, site)}</td></tr>")
     listed = checks[0].get("listed_at")
     claims = (f"Each ordered pair of implementations in this run's comparison group as upstream listed it "
               f"({_listed_date(listed)}: this run and each implementation's newest run then) is a claim this run "
@@ -128,11 +128,11 @@ def claim_checks_section(checks: list[dict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
-def _statement_link(check: dict) -> str:
-    """A decided verdict's in-toto statement, where `export --format intoto SITE/statements` writes it."""
+def _statement_link(check: dict, site: Site) -> str:
+    """A decided verdict's in-toto statement, at its permalink."""
     if check["verdict"] not in DECIDED:
         return ""
-    return f" <a class=\"statement\" href=\"../statements/{statement_name(check)}\">statement</a>"
+    return f" <a class=\"statement\" href=\"{_e(site.statement_link(statement_name(check)))}\">statement</a>"
 
 
 def _listed_date(listed) -> str:
@@ -285,7 +285,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     env += [(k, _e(v)) for k, v in sorted(software.items())]
     sections.append("<section id=\"environment\"><h2>Environment</h2>" + _dl(env) + "</section>")
     sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
-    sections.append(claim_checks_section(list(checks)))
+    sections.append(claim_checks_section(list(checks), site))
     sections.append(replications_section(site, run, attestations, quantity))
     sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
                     f"<pre>{_pretty_manifest(manifest)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "

@@ -399,6 +399,10 @@ def base64_encode(data: bytes) -> str:
 
 
 def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
+    """Each verdict on the seed's page links its statement's permalink: the site's `statements/`, where the
+    intoto export of the same warehouse wrote it."""
+    from kernelindex_pipeline.site import Site
+
     site, folder, *_ = statements
     [(run_id,)] = query(both_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])
     export_group_of(both_home, run_id, site)
@@ -406,7 +410,8 @@ def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
     links = re.findall(r'<a class="statement" href="([^"]+)">statement</a>', page)
     assert len(links) == 2  # one per protocol
     for link in links:
-        statement = json.loads((site / "runs" / link).resolve().read_text())
+        assert link.startswith(f"{Site().url}/statements/")
+        statement = json.loads((folder / link.rpartition("/")[2]).read_text())
         assert statement["predicate"]["claim"]["b"]["runId"] == run_id
 
 
