@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import kernels
 from kernelindex_pipeline.catalog import MODES, PROTOCOL_NAMES, RERUN_FAMILY, SOURCE_FAMILY, SOURCE_REPLICA_FAMILY
 from kernelindex_pipeline.chart_styles import BASELINE_BLUE, LIGER_ORANGE, LineStyle, marker, provider_styles, swatch
+from kernelindex_pipeline.chart_ticks import TICK_FONT, legible
 from kernelindex_pipeline.display import params_display, plain, quantity, scale
 from kernelindex_pipeline.site import escape as _e
 from kernelindex_pipeline.warehouse import records
@@ -251,6 +252,7 @@ def line_chart(chart: Chart, styles: dict[str, LineStyle], number: int) -> str:
     labels = [(x, plain(x)) for i, x in enumerate(xs) if i % keep == 0 or i == len(xs) - 1]
     # labels too wide to sit side by side (model names) stand upright below the axis
     upright = max(len(text) for _, text in labels) * len(labels) > 56
+    labels = legible(labels, at, upright)
     bottom = BOTTOM + (6.5 * max(len(text) for _, text in labels) if upright else 0)
     plot_h, height = PLOT_HEIGHT, TOP + PLOT_HEIGHT + bottom
 
@@ -270,7 +272,7 @@ def line_chart(chart: Chart, styles: dict[str, LineStyle], number: int) -> str:
         tx, ty = at[x], TOP + plot_h + 16
         place = (f"x=\"{tx + 4:.1f}\" y=\"{ty - 8}\" text-anchor=\"end\" transform=\"rotate(-90 {tx + 4:.1f} {ty - 8})\""
                  if upright else f"x=\"{tx:.1f}\" y=\"{ty}\" text-anchor=\"middle\"")
-        parts.append(f"<text {place} font-size=\"13\" fill=\"#444\">{_e(text)}</text>")
+        parts.append(f"<text class=\"x-tick\" {place} font-size=\"{TICK_FONT}\" fill=\"#444\">{_e(text)}</text>")
     parts.append(f"<text x=\"{LEFT + (WIDTH - LEFT - RIGHT) / 2:.1f}\" y=\"{height - 6:.0f}\" text-anchor=\"middle\" "
                  f"font-size=\"14\">{_e(chart.x_label)}</text>"
                  f"<text transform=\"translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)\" text-anchor=\"middle\" "

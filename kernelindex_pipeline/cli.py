@@ -167,21 +167,24 @@ def resolve(con, text: str) -> tuple[str, dict | None]:
 
 def show(run: str) -> tuple[str, list[str]]:
     """The run's canonical manifest (JSON, for stdout) and, for the reader, the published identifier it was
-    named by and one line per claim check it takes part in."""
+    named by and one line per claim check it takes part in: its current claims, or, for a run a newer one
+    has replaced in `ranks`, those it made when it was listed."""
     from kernelindex_pipeline.claims import claims_of_run
     from kernelindex_pipeline.glossary import claim_text, claim_type
+    from kernelindex_pipeline.listing_claims import listing_claims_of_run
 
     with Warehouse().reader() as con:
         run_id, alias = resolve(con, run)
         (text,), = con.execute("SELECT manifest FROM manifests WHERE run_id = ?", [run_id]).fetchall()
-        checks = claims_of_run(con, run_id)
+        checks = claims_of_run(con, run_id) + listing_claims_of_run(con, run_id)
     manifest = json.loads(text)
     lines = []
     if alias:
         when = f", published {alias['published_at']:%Y-%m-%d}" if alias["published_at"] else ""
         lines.append(f"{alias['identifier']} is a published {alias['kind'].replace('_', ' ')}{when}: "
                      f"the record is run {run_id}")
-    lines += [f"claim {claim_text(c)} ({claim_type(c)}; {c['source_gpu']}, source ratio {c['source_ratio']:.3f}) "
+    lines += [f"claim {claim_text(c)} ({claim_type(c)}; {c['source_gpu']}, source ratio {c['source_ratio']:.3f}"
+              f"{', when listed ' + c['listed_at'][:10] if c.get('listed_at') else ''}) "
               f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
               for c in checks]
     return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False), lines
@@ -296,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="device time for the whole session; what does not fit is left for the next one")
     p.add_argument("--only-unchecked", action="store_true",
                    help="only workloads awaiting a rerun (a claim not re-checked for want of rerun evidence)")
-    p = sub.add_parser("export", help="export manifests (json) or static record pages (html)")
-    p.add_argument("--format", choices=["json", "html"], default="json")
+    p = sub.add_parser("export", help="export manifests (json), static record pages (html) or verdict statements (intoto)")
+    p.add_argument("--format", choices=["json", "html", "intoto"], default="json",
+                   help="intoto: one in-toto statement per decided claim and protocol, signed when "
+                   "$KERNELINDEX_SIGNING_KEY names an Ed25519 key")
     p.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
     try:
@@ -323,9 +328,14 @@ def main(argv: list[str] | None = None) -> int:
             runs = rerun(args.kernels, args.device_minutes, args.only_unchecked)
             print(f"rerun published ({len(runs)} Dagster run(s): {', '.join(runs)})")
         elif args.command == "export":
+            from kernelindex_pipeline.defs.resources import SigningResource
             from kernelindex_pipeline.export import export
 
-            print(export(args.format, args.directory))
+            try:
+                signer = SigningResource.resolved().signer() if args.format == "intoto" else None
+            except ValueError as exc:
+                raise CliError(f"cannot sign with $KERNELINDEX_SIGNING_KEY: {exc}") from exc
+            print(export(args.format, args.directory, signer=signer))
     except (CliError, WarehouseError, FileNotFoundError) as exc:
         print(f"kernelindex: {_one_line(exc)}", file=sys.stderr)
         return 1

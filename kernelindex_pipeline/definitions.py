@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
+from kernelindex_pipeline.defs.resources import SigningResource, UpstreamResource, WarehouseResource
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,6 +19,7 @@ def build_definitions(locations: list[str] | None = None, home: str = "", eviden
         dg.Definitions(resources={
             "upstream": UpstreamResource.from_environment(locations=locations or []),
             "warehouse": WarehouseResource.from_environment(home=home, evidence_dir=evidence_dir),
+            "signing": SigningResource.from_environment(),
         }),
     )
 

@@ -17,9 +17,11 @@ import pyarrow as pa
 from kernelindex_pipeline import catalog, claims, csvfile, evidence
 from kernelindex_pipeline.attestations import load_attestations
 from kernelindex_pipeline.history import CONFLICTS_SQL, DELETED, LISTED, REFUSED, RUNS_SQL, UNLISTED
+from kernelindex_pipeline.listing_claims import listing_claim_checks
 from kernelindex_pipeline.manifests import write_manifests
 from kernelindex_pipeline.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORDS, seed_rows
 from kernelindex_pipeline.ranking import RANKS_SQL, add_listing_ranks
+from kernelindex_pipeline.verdict_history import record_verdicts
 from kernelindex_pipeline.warehouse import Warehouse, replace_if_changed, replace_where
 
 
@@ -232,9 +234,8 @@ def update_published_identifiers(con: duckdb.DuckDBPyConnection) -> bool:
     return changed
 
 
-def update_ranks(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:
-    """Ranks, reproductions and claim checks of the comparison groups in scope; the claims' bootstrap
-    intervals are computed again only where the evidence changed."""
+def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
+    """Ranks and reproductions of the comparison groups in scope; listing ranks of the runs in scope."""
     changed = replace_where(con, "ranks", IN_SCOPE_GROUPS, f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id",
                             key="comparison_key")
     group_runs = f"SELECT run_id FROM runs WHERE {IN_SCOPE_GROUPS}"
@@ -243,15 +244,29 @@ def update_ranks(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) 
                              f"SELECT * FROM ({evidence.REPRODUCTIONS_SQL}) ORDER BY ALL", key="source_run_id")
     listed = add_listing_ranks(con)
     changed |= listed > 0
+    [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
+    [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
+    return StepResult(count, changed, {"groups": groups, "listing_ranks": listed})
+
+
+def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:
+    """Claim checks of the comparison groups in scope (their bootstrap intervals computed again only where
+    the evidence changed), their checks at the source's Liger release, the listing-time claims of their
+    replaced runs, and the verdict history."""
     checked = claims.claim_checks(con, reuse_intervals=not evidence_changed)
     con.register("cc_new", checked)
-    changed |= replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
-                             key="comparison_key")
+    changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
+                            key="comparison_key")
     con.unregister("cc_new")
     con.register("vc_new", claims.version_checks(con, checked))
     changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
                              key="comparison_key")
     con.unregister("vc_new")
-    [(count,)] = con.execute("SELECT count(*) FROM ranks").fetchall()
-    [(groups,)] = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks").fetchall()
-    return StepResult(count, changed, {"groups": groups, "listing_ranks": listed})
+    con.register("lc_new", listing_claim_checks(con))
+    changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM lc_new ORDER BY ALL",
+                             key="comparison_key")
+    con.unregister("lc_new")
+    history = record_verdicts(con)
+    [(count,)] = con.execute("SELECT count(*) FROM claim_checks").fetchall()
+    return StepResult(count, changed or history["verdicts_changed"] > 0,
+                      {"rechecked": checked.num_rows, **history})

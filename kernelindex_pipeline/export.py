@@ -25,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import datetime
 import functools
+import hashlib
 import json
 import multiprocessing
 import os
@@ -49,6 +50,15 @@ from kernelindex_pipeline.site import (
     replications_section,
 )
 from kernelindex_pipeline.site_index import index_page, run_index_files, search_files
+from kernelindex_pipeline.statements import (
+    DECIDED,
+    PREDICATE_TYPE,
+    STATEMENTS_SQL,
+    envelope,
+    statement_bytes,
+    statement_name,
+)
+from kernelindex_pipeline.verdict_pages import VERDICT_HISTORY_SQL, verdict_history_section
 from kernelindex_pipeline.warehouse import Warehouse, records
 
 SOURCE_TITLES = {"liger-kernel-bench": "Liger-Kernel benchmarks"}
@@ -107,8 +117,9 @@ def _dl(rows: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def claim_checks_section(checks: list[dict]) -> str:
-    """What KernelIndex's reruns found about the source claims this run takes part in."""
+def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
+    """What KernelIndex's reruns found about the source claims this run takes part in: its current claims,
+    or, for a run a newer one has replaced in its group, those it made when it was listed (`listed_at`)."""
     if not checks:
         return ""
     rows = []
@@ -124,9 +135,14 @@ def claim_checks_section(checks: list[dict]) -> str:
                     f"<td><strong>{term_link(c['verdict'], 1)}</strong>"
                     f"{' · ' + term_link('host-bound', 1) if c['host_bound'] else ''}"
                     f"{f' · {sessions} sessions' if sessions and sessions > 1 else ''}{flag}"
-                    f"<br><span class=\"muted\">{_e(c['reason'])}</span></td></tr>")
-    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2><p>Each pair of implementations ranked in "
-            "this run's comparison group is a source claim, re-checked on KernelIndex's GPU under two protocols "
+                    f"<br><span class=\"muted\">{_e(c['reason'])}</span>{_statement_link(c, site)}</td></tr>")
+    listed = checks[0].get("listed_at")
+    claims = (f"Each pair of implementations ranked in this run's comparison group as upstream listed it "
+              f"({_listed_date(listed)}: this run and each implementation's newest run then) is a claim this run "
+              "made when it was published" if listed else
+              "Each pair of implementations ranked in this run's comparison group is a source claim")
+    return ("<section id=\"claim-checks\"><h2>What the reruns found</h2>"
+            f"<p>{claims}, re-checked on KernelIndex's GPU under two protocols "
             f"({term_link(PROTOCOL_NAMES[RERUN_FAMILY], 1)}, {term_link(PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY], 1)}). "
             "Ratios are the second implementation's median over the first's; verdicts compare orders and ratios, "
             f"never absolute times across GPUs (<a href=\"../{GLOSSARY_PAGE}\">glossary</a>).</p><table><thead><tr>"
@@ -170,6 +186,18 @@ def kernel_verdict_sections(con) -> dict[str, str]:
             f"<p class=\"muted\">For example: {_e(example)}. Their claims carry the flag; the reruns say what each "
             "provider really did.</p></section>")
     return {kernel: "".join(parts) for kernel, parts in out.items()}
+
+
+
+def _statement_link(check: dict, site: Site) -> str:
+    """A decided verdict's in-toto statement, at its permalink."""
+    if check["verdict"] not in DECIDED:
+        return ""
+    return f" <a class=\"statement\" href=\"{_e(site.statement_link(statement_name(check)))}\">statement</a>"
+
+
+def _listed_date(listed) -> str:
+    return listed.strftime("%Y-%m-%d") if hasattr(listed, "strftime") else str(listed)[:10]
 
 
 def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
@@ -338,7 +366,7 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
     env += [(k, _e(v)) for k, v in sorted(software.items())]
     sections.append("<section id=\"environment\"><h2>Environment</h2>" + _dl(env) + "</section>")
     sections.append("<section id=\"artifacts\"><h2>Artifacts</h2><p>No artifacts published with this run.</p></section>")
-    sections.append(claim_checks_section(list(checks)))
+    sections.append(claim_checks_section(list(checks), site))
     sections.append(replications_section(site, run, attestations, quantity))
     sections.append("<section id=\"manifest\"><h2>Canonical manifest</h2><details><summary>Show manifest</summary>"
                     f"<pre>{_pretty_manifest(manifest)}</pre></details><p><a href=\"{_e(run['run_id'])}.json\">JSON</a> "
@@ -368,9 +396,9 @@ def protocol_name(run: dict) -> str:
 
 
 def group_page(key: str, ranked: list[dict], others: list[dict], workload: str,
-               counts: dict[tuple[str, str], int] | None = None) -> str:
+               counts: dict[tuple[str, str], int] | None = None, history: list[dict] = ()) -> str:
     """A comparison group's page: its card and protocol, its ranked runs with a chart, the verdicts of its
-    source claims (``counts``: (protocol, verdict) -> claims) and its earlier runs."""
+    source claims (``counts``: (protocol, verdict) -> claims), their history, and its earlier runs."""
     first = (ranked or others)[0]
     title = f"{first['title'].split(' · ')[0]} · {first['operation_mode']} · {first['metric']}"
     best = ranked[0]["median_value"] if ranked else None
@@ -408,7 +436,7 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str,
             f"<p class=\"muted\">comparison key <code>{_e(key)}</code></p>"
             f"<section id=\"chart-section\"><h2>Median with p20–p80</h2>{chart_svg(ranked)}</section>"
             f"<section id=\"runs\"><h2>Ranked runs</h2>{''.join(table)}</section>{artifacts}{verdicts}{earlier}")
-    return _page(f"{title} · {workload} · KernelIndex", body, 1)
+    return _page(f"{title} · {workload} · KernelIndex", body + verdict_history_section(list(history)), 1)
 
 
 STYLE = """
@@ -564,18 +592,25 @@ def _export_shard(shard: _Shard) -> dict:
         attestations_by_run: dict[str, list[dict]] = defaultdict(list)
         published_by_run: dict[str, list[dict]] = defaultdict(list)
         status_reasons: dict[str, str] = {}
+        history_by_group: dict[str, list[dict]] = defaultdict(list)
         if shard.fmt == "html":
-            for check in _shard_records(con, shard, f"SELECT * FROM claim_checks WHERE a_run_id {in_shard} OR "
-                                        f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
-                checks_by_run[check["a_run_id"]].append(check)
-                checks_by_run[check["b_run_id"]].append(check)
-                counts_by_group[check["comparison_key"]][(check["protocol"], check["verdict"])] += 1
+            for table in ("claim_checks", "listing_claim_checks") if _has_table(con, "listing_claim_checks") \
+                    else ("claim_checks",):
+                for check in _shard_records(con, shard, f"SELECT * FROM {table} WHERE a_run_id {in_shard} OR "
+                                            f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
+                    checks_by_run[check["a_run_id"]].append(check)
+                    checks_by_run[check["b_run_id"]].append(check)
+                    if table == "claim_checks":
+                        counts_by_group[check["comparison_key"]][(check["protocol"], check["verdict"])] += 1
             if _has_table(con, "published_identifiers"):
                 for entry in _shard_records(con, shard, "SELECT run_id, identifier, kind, published_at, origin FROM "
                                             f"published_identifiers WHERE run_id {in_shard} ORDER BY kind, identifier"):
                     published_by_run[entry["run_id"]].append(entry)
             status_reasons = {r["run_id"]: r["status_reason"] for r in _shard_records(
                 con, shard, f"SELECT run_id, status_reason FROM controlled_runs WHERE status <> 'passed' AND run_id {in_shard}")}
+            if _has_table(con, "verdict_history"):
+                for change in _shard_records(con, shard, f"SELECT * FROM ({VERDICT_HISTORY_SQL}) WHERE {{shard}}"):
+                    history_by_group[change["comparison_key"]].append(change)
             if _has_table(con, "attestations"):
                 for attestation in _shard_records(con, shard, f"SELECT * FROM attestations WHERE run_id {in_shard}"):
                     attestations_by_run[attestation["run_id"]].append(attestation)
@@ -595,7 +630,8 @@ def _export_shard(shard: _Shard) -> dict:
                                 reverse=True)
                 workload = workload_display(json.loads(members[0]["workload"]) if members[0]["workload"] else None,
                                             members[0]["workload_slug"])
-                write(f"groups/{slug}.html", group_page(key, ranked, others, workload, counts_by_group.get(key)))
+                write(f"groups/{slug}.html", group_page(key, ranked, others, workload, counts_by_group.get(key),
+                                                        history_by_group.get(key, [])))
                 summary = dict(leader, card=card(leader), protocol=protocol_name(leader))
                 summaries.append((slug, {f: summary[f] for f in SUMMARY_FIELDS}, len(ranked)))
                 providers[slug] = sorted({r["provider"] for r in ranked})
@@ -638,10 +674,13 @@ def _default_progress(done: int, total: int, what: str) -> None:
 
 
 def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
-           site: Site | None = None, workers: int | None = None) -> str:
+           site: Site | None = None, workers: int | None = None, signer=None) -> str:
     """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
-    report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it."""
+    report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it; ``signer`` signs
+    the statements of an ``intoto`` export."""
     directory = Path(directory)
+    if fmt == "intoto":
+        return export_statements(directory, signer)
     site = Site.from_env() if site is None else site
     warehouse = Warehouse()
     with warehouse.reader() as con:
@@ -703,3 +742,37 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         return f"exported {total} manifests and index.json to {directory} ({written})"
     return (f"exported {total} record pages, {len(summaries)} group pages, {len(titles)} kernel pages and "
             f"manifests to {directory} ({written})")
+
+
+def export_statements(directory: Path, signer=None) -> str:
+    """One in-toto statement per decided claim and protocol (`statements.py`), current and listing-time,
+    with its DSSE envelope when ``signer`` is given, and ``index.json``: each statement's claim, file and
+    sha256. Files whose bytes would not change are left untouched; statements no longer produced are removed."""
+    write, index = _Writer(str(directory)), []
+    suffix = ".dsse.json"
+    with Warehouse().reader(bounded=True) as con:
+        tables = ["claim_checks"] + (["listing_claim_checks"] if _has_table(con, "listing_claim_checks") else [])
+        for table in tables:
+            cursor = con.execute(STATEMENTS_SQL.format(table=table))
+            names = [d[0] for d in cursor.description]
+            while rows := cursor.fetchmany(FETCH_ROWS):
+                for row in rows:
+                    check = dict(zip(names, row))
+                    name, payload = statement_name(check), statement_bytes(check)
+                    write(name, payload.decode("utf-8"))
+                    if signer is not None:
+                        write(name.removesuffix(".intoto.json") + suffix, envelope(payload, signer).decode("utf-8"))
+                    index.append({"statement": name, "sha256": hashlib.sha256(payload).hexdigest(),
+                                  "claim": check["source_order"], "protocol": check["protocol"],
+                                  "verdict": check["verdict"], "comparisonKey": check["comparison_key"],
+                                  "runs": [check["a_run_id"], check["b_run_id"]]})
+    write("index.json", json.dumps({"predicateType": PREDICATE_TYPE, "statements": index}, ensure_ascii=False,
+                                   indent=1) + "\n")
+    produced = set(write.produced)
+    removed = 0
+    for entry in os.scandir(directory):
+        if entry.name.endswith((".intoto.json", suffix)) and entry.is_file() and entry.name not in produced:
+            os.unlink(entry.path)
+            removed += 1
+    return (f"exported {len(index)} verdict statements{' and their signed envelopes' if signer else ''} to "
+            f"{directory} ({write.rewritten} files written, {write.unchanged} unchanged, {removed} stale removed)")

@@ -33,17 +33,52 @@ FROM newest
 # arg-min over first listings, met by an as-of join, so the cost follows the runs, not their square; the
 # few runs upstream withdrew are matched to the moments they were listed at directly. (Steps of temporary
 # tables: DuckDB plans the as-of join over inlined window results far slower.)
-LISTING_RANKS_STEPS = (
+LISTED_SQL = """
+CREATE OR REPLACE TEMP TABLE _listed AS
+SELECT r.run_id, r.comparison_key, r.provider, r.median_value, r.observed_at,
+    f.committed_at AS first_at, CASE WHEN r.withdrawn_upstream THEN l.committed_at END AS last_at
+FROM runs r
+JOIN snapshots f ON f.revision_key = r.first_seen_revision
+LEFT JOIN snapshots l ON l.revision_key = r.last_seen_revision
+WHERE r.comparison_key IN (SELECT comparison_key FROM scope_groups) AND r.evidence_level = 'source-native'
+  AND r.status = 'passed' AND r.median_value IS NOT NULL AND f.committed_at IS NOT NULL
+"""
+
+# The groups as they stood at given moments (`_moments`: comparison_key, moment), from `_listed`:
+# `_members` holds each implementation's newest run listed at each moment.
+MEMBERS_STEPS = (
     """
-    CREATE OR REPLACE TEMP TABLE _listed AS
-    SELECT r.run_id, r.comparison_key, r.provider, r.median_value, r.observed_at,
-        f.committed_at AS first_at, CASE WHEN r.withdrawn_upstream THEN l.committed_at END AS last_at
-    FROM runs r
-    JOIN snapshots f ON f.revision_key = r.first_seen_revision
-    LEFT JOIN snapshots l ON l.revision_key = r.last_seen_revision
-    WHERE r.comparison_key IN (SELECT comparison_key FROM scope_groups) AND r.evidence_level = 'source-native'
-      AND r.status = 'passed' AND r.median_value IS NOT NULL AND f.committed_at IS NOT NULL
+    CREATE OR REPLACE TEMP TABLE _grid AS
+    SELECT m.comparison_key, m.moment, p.provider
+    FROM _moments m JOIN (SELECT DISTINCT comparison_key, provider FROM _listed) p USING (comparison_key)
     """,
+    """
+    CREATE OR REPLACE TEMP TABLE _still_listed AS
+    -- newest first (then the smaller run id, as in `ranks`), among the runs first listed up to each row's time
+    SELECT comparison_key, provider, first_at,
+        arg_min(run_id, (-epoch_us(observed_at), run_id)) OVER (
+            PARTITION BY comparison_key, provider ORDER BY first_at) AS run_id
+    FROM _listed WHERE last_at IS NULL AND comparison_key IN (SELECT comparison_key FROM _grid)
+    """,
+    """
+    CREATE OR REPLACE TEMP TABLE _members AS
+    WITH candidates AS (
+        SELECT g.comparison_key, g.moment, g.provider, s.run_id
+        FROM _grid g ASOF JOIN _still_listed s
+          ON s.comparison_key = g.comparison_key AND s.provider = g.provider AND s.first_at <= g.moment
+        UNION ALL
+        SELECT g.comparison_key, g.moment, g.provider, w.run_id
+        FROM _grid g JOIN _listed w ON w.comparison_key = g.comparison_key AND w.provider = g.provider
+            AND w.last_at IS NOT NULL AND w.first_at <= g.moment AND w.last_at >= g.moment
+    )
+    SELECT c.comparison_key, c.moment, l.run_id, l.median_value FROM candidates c JOIN _listed l USING (run_id)
+    QUALIFY row_number() OVER (PARTITION BY c.comparison_key, c.moment, c.provider
+                               ORDER BY l.observed_at DESC, l.run_id) = 1
+    """,
+)
+
+LISTING_RANKS_STEPS = (
+    LISTED_SQL,
     """
     CREATE OR REPLACE TEMP TABLE _unlisted AS
     WITH latest AS (
@@ -55,41 +90,18 @@ LISTING_RANKS_STEPS = (
     FROM _listed u JOIN latest t USING (comparison_key)
     WHERE u.run_id IN (SELECT run_id FROM scope_runs) AND u.run_id NOT IN (SELECT run_id FROM listing_ranks)
     """,
-    """
-    CREATE OR REPLACE TEMP TABLE _grid AS
-    SELECT m.comparison_key, m.moment, p.provider
-    FROM (SELECT DISTINCT comparison_key, first_at AS moment FROM _unlisted WHERE NOT as_now) m
-    JOIN (SELECT DISTINCT comparison_key, provider FROM _listed) p USING (comparison_key)
-    """,
-    """
-    CREATE OR REPLACE TEMP TABLE _still_listed AS
-    -- newest first (then the smaller run id, as in `ranks`), among the runs first listed up to each row's time
-    SELECT comparison_key, provider, first_at,
-        arg_min(run_id, (-epoch_us(observed_at), run_id)) OVER (
-            PARTITION BY comparison_key, provider ORDER BY first_at) AS run_id
-    FROM _listed WHERE last_at IS NULL AND comparison_key IN (SELECT comparison_key FROM _grid)
-    """,
+    "CREATE OR REPLACE TEMP TABLE _moments AS "
+    "SELECT DISTINCT comparison_key, first_at AS moment FROM _unlisted WHERE NOT as_now",
+    *MEMBERS_STEPS,
     """
     INSERT INTO listing_ranks
-    WITH candidates AS (
-        SELECT g.comparison_key, g.moment, g.provider, s.run_id
-        FROM _grid g ASOF JOIN _still_listed s
-          ON s.comparison_key = g.comparison_key AND s.provider = g.provider AND s.first_at <= g.moment
-        UNION ALL
-        SELECT g.comparison_key, g.moment, g.provider, w.run_id
-        FROM _grid g JOIN _listed w ON w.comparison_key = g.comparison_key AND w.provider = g.provider
-            AND w.last_at IS NOT NULL AND w.first_at <= g.moment AND w.last_at >= g.moment
-    ), newest AS (
-        SELECT c.comparison_key, c.moment, l.run_id, l.median_value FROM candidates c JOIN _listed l USING (run_id)
-        QUALIFY row_number() OVER (PARTITION BY c.comparison_key, c.moment, c.provider
-                                   ORDER BY l.observed_at DESC, l.run_id) = 1
-    ), ranked AS (
+    WITH ranked AS (
         SELECT run_id, comparison_key, moment,
             rank() OVER (PARTITION BY comparison_key, moment ORDER BY median_value) AS rank,
             count(*) OVER (PARTITION BY comparison_key, moment) AS group_size,
             first_value(run_id) OVER (PARTITION BY comparison_key, moment ORDER BY median_value, run_id
                                       ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS leader_run_id
-        FROM newest
+        FROM _members
     ), leaders AS (
         SELECT comparison_key, min(run_id) FILTER (WHERE rank = 1) AS leader_run_id FROM ranks
         WHERE comparison_key IN (SELECT comparison_key FROM _unlisted WHERE as_now) GROUP BY comparison_key
@@ -104,6 +116,7 @@ LISTING_RANKS_STEPS = (
     WHERE NOT u.as_now
     """,
 )
+TEMPORARY = ("_listed", "_unlisted", "_moments", "_grid", "_still_listed", "_members")
 
 
 def add_listing_ranks(con) -> int:
@@ -111,5 +124,10 @@ def add_listing_ranks(con) -> int:
     for step in LISTING_RANKS_STEPS[:-1]:
         con.execute(step)
     [(added,)] = con.execute(LISTING_RANKS_STEPS[-1]).fetchall()
-    con.execute("DROP TABLE _listed; DROP TABLE _unlisted; DROP TABLE _grid; DROP TABLE _still_listed")
+    drop_temporary(con)
     return added
+
+
+def drop_temporary(con) -> None:
+    for table in TEMPORARY:
+        con.execute(f"DROP TABLE IF EXISTS {table}")

@@ -100,6 +100,10 @@ CREATE TABLE IF NOT EXISTS published_identifiers (
 CREATE TABLE IF NOT EXISTS listing_ranks (run_id VARCHAR, comparison_key VARCHAR, rank BIGINT, group_size BIGINT,
     leader_run_id VARCHAR, listed_at TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS publication_changes (table_name VARCHAR, key VARCHAR);
+CREATE TABLE IF NOT EXISTS evidence_files (file VARCHAR, sha256 VARCHAR);
+CREATE TABLE IF NOT EXISTS verdict_history (
+    comparison_key VARCHAR, protocol VARCHAR, a_provider VARCHAR, b_provider VARCHAR, verdict VARCHAR,
+    since TIMESTAMPTZ, until TIMESTAMPTZ);
 CREATE TABLE IF NOT EXISTS reproductions (
     controlled_run_id VARCHAR, source_run_id VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR,
     provider VARCHAR, workload_slug VARCHAR, source_gpu VARCHAR, controlled_median BIGINT, source_median BIGINT,
@@ -188,3 +192,16 @@ def apply_schema(con) -> None:
                     "ALTER TABLE run_manifests_zstd RENAME TO run_manifests")
     con.execute(MANIFESTS_VIEW_SQL)
     con.execute(DIGEST_ALIASES_VIEW_SQL)
+    _follow_claim_checks(con)
+
+
+def _follow_claim_checks(con) -> None:
+    """`listing_claim_checks` has the columns of `claim_checks`, whatever columns that gains, and `listed_at`."""
+    con.execute("CREATE TABLE IF NOT EXISTS listing_claim_checks AS "
+                "SELECT *, NULL::TIMESTAMPTZ AS listed_at FROM claim_checks WHERE false")
+    have = {name for (name,) in con.execute("SELECT column_name FROM duckdb_columns() "
+                                            "WHERE table_name = 'listing_claim_checks'").fetchall()}
+    for name, kind in con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = "
+                                  "'claim_checks' ORDER BY column_index").fetchall():
+        if name not in have:
+            con.execute(f'ALTER TABLE listing_claim_checks ADD COLUMN "{name}" {kind}')

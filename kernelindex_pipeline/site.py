@@ -42,6 +42,10 @@ class Site:
     def permalink(self, run_id: str) -> str:
         return f"{self.url.rstrip('/')}/runs/{run_id}.html"
 
+    def statement_link(self, name: str) -> str:
+        """Where a verdict statement is published: `export --format intoto SITE/statements` (docs/statements.md)."""
+        return f"{self.url.rstrip('/')}/statements/{name}"
+
     def report_link(self, run: dict) -> str:
         """The tracker's new-issue form with the run named in the title and its permalink and digest in the body."""
         return self._form(run, f"Run {run['run_id'][:8]}: ", "What is wrong with this record:")

@@ -23,6 +23,7 @@ from kernelindex_pipeline.derived import (
     StepResult,
     load_attestation_files,
     mark_scope,
+    update_claims,
     update_manifests,
     update_published_identifiers,
     update_ranks,
@@ -55,6 +56,7 @@ class Publication:
     runs: StepResult
     manifests: StepResult
     ranks: StepResult
+    claims: StepResult
 
 
 # -- landing ----------------------------------------------------------------------------------------
@@ -105,8 +107,12 @@ def evidence_fingerprint(directory: Path, attestations_dir: Path | None = None) 
     if attestations_dir is not None:
         files += sorted(Path(attestations_dir).glob("*.json"))
     for path in files:
-        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        h.update(path.name.encode() + b"\0" + bytes.fromhex(sha256_of(path)))
     return h.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = None) -> Publication:
@@ -141,10 +147,11 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             manifests = update_manifests(con)
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
             update_published_identifiers(con)
-            ranks = update_ranks(con, evidence_changed)
+            ranks = update_ranks(con)
+            verdicts = update_claims(con, evidence_changed)
         else:
-            runs = manifests = ranks = StepResult(0, False)
-        return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks)
+            runs = manifests = ranks = verdicts = StepResult(0, False)
+        return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks, verdicts)
 
 
 def _state(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
@@ -259,7 +266,9 @@ _WORKLOAD_ROWS = pa.schema([("workload_digest", pa.string()), ("kernel", pa.stri
 
 
 def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path) -> StepResult:
-    """Controlled runs from committed rerun records, with their protocols, environments and workloads."""
+    """Controlled runs from committed rerun records, with their protocols, environments and workloads; and
+    each evidence file's sha256 (`evidence_files`, what a verdict statement cites)."""
+    files = sorted(Path(evidence_dir).glob("*.jsonl.gz"))
     con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
     protocols, environments, workloads, refused = {}, {}, {}, []
     for found in evidence.load_evidence(evidence_dir):
@@ -287,6 +296,10 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
         con.unregister(f"{name}_new")
     changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
+    con.register("f_new", pa.table({"file": [p.name for p in files], "sha256": [sha256_of(p) for p in files]},
+                                   schema=pa.schema([("file", pa.string()), ("sha256", pa.string())])))
+    changed |= replace_if_changed(con, "evidence_files", "SELECT * FROM f_new ORDER BY file")
+    con.unregister("f_new")
     [(loaded,)] = con.execute("SELECT count(*) FROM c_new").fetchall()
     con.execute("DROP TABLE c_new")
     con.register("r_new", pa.Table.from_pylist(
@@ -303,5 +316,4 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
                     "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
         con.unregister("w_new")
-    return StepResult(loaded, changed, {"refused": len(refused),
-                                           "files": len(list(Path(evidence_dir).glob("*.jsonl.gz")))})
+    return StepResult(loaded, changed, {"refused": len(refused), "files": len(files)})

@@ -119,11 +119,15 @@ def warehouse_state(home: Path) -> dict[str, str]:
 def published_state(home: Path) -> dict[str, str]:
     """What a publication changes: every table and every Parquet copy (raw bytes and landed records are
     content-addressed inputs, kept for the next ingest whatever happens). Of `publications`, which runs are
-    stamped, not when: two ingests of the same revisions publish at different instants."""
+    stamped, not when; of `verdict_history`, which verdicts each claim held and holds, not since when: two
+    ingests of the same revisions publish at different instants."""
     state = {k: v for k, v in warehouse_state(home).items() if k.startswith(("table:", "parquet:"))}
-    if "table:publications" in state:
-        with Warehouse(home).reader() as con:
+    with Warehouse(home).reader() as con:
+        if "table:publications" in state:
             state["table:publications"] = rows_checksum(con, "(SELECT run_id FROM publications)")
+        if "table:verdict_history" in state:
+            state["table:verdict_history"] = rows_checksum(
+                con, "(SELECT * EXCLUDE (since, until), until IS NULL AS open FROM verdict_history)")
     return state
 
 

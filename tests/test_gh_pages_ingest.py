@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 import os
 import re
@@ -11,6 +13,7 @@ import pytest
 from conftest import query
 from test_claim_checks import assert_unrecorded_compiles_decide_nothing
 from test_export import text_of
+from test_ui import needs_chromium
 from shipped_warehouse import REPO, SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline import cli
@@ -298,3 +301,206 @@ def test_record_and_kernel_pages_name_the_source_artifact(both_home):
     assert not any("source-artifact" in html for kernel, html in sections.items() if kernel != "dyt")
     page = pages(both_home, run_id)[run_id]
     assert "Source artifact: torch.compile fell back to eager in the source: torch_compile timed within" in page
+
+
+def export_group_of(home, run_id: str, directory) -> None:
+    """The record and group pages of `run_id`'s comparison group, written by the export's own shard code (a
+    shard holding few groups besides it)."""
+    from kernelindex_pipeline.export import _export_shard, _Shard
+    from kernelindex_pipeline.site import Site
+
+    wh, count = Warehouse(home), 4096
+    [(index,)] = query(home, "SELECT hash(comparison_key) % ? FROM runs WHERE run_id = ?", [count, run_id])
+    _export_shard(_Shard(str(home), str(wh.db_path.resolve()), index, count, "html", str(directory), Site()))
+
+
+def test_the_seed_page_and_show_answer_the_claim_it_made_when_listed(both_home, monkeypatch, capsys, tmp_path):
+    """No current claim names the replaced seed run; its page and `kernelindex show` give the verdicts of the
+    claim it made when the main-branch file listed it (huggingface < liger, its listing-time group),
+    re-checked by the reruns of its workload under both protocols."""
+    [(run_id, key)] = query(both_home, "SELECT run_id, comparison_key FROM runs WHERE external_id = ?", [SEED])
+    assert query(both_home, "SELECT count(*) FROM claim_checks WHERE ? IN (a_run_id, b_run_id)", [run_id]) == [(0,)]
+    listed = query(both_home, "SELECT protocol, source_order, verdict, rerun_ratio, listed_at::DATE::VARCHAR "
+                              "FROM listing_claim_checks WHERE b_run_id = ? ORDER BY protocol", [run_id])
+    assert [(p, o, d) for p, o, _, _, d in listed] == [
+        ("kernelindex-device-time", "huggingface < liger", "2025-08-09"),
+        ("source-replica", "huggingface < liger", "2025-08-09")]
+    device = listed[0]
+    assert device[2] == "indistinguishable" and 0.97 < device[3] < 1.0  # README: device time 0.985
+    monkeypatch.setenv("KERNELINDEX_HOME", str(both_home))
+    assert cli.main(["show", SEED]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "when listed 2025-08-09" in line]
+    assert [line.split(" under ")[1].split(":")[0] for line in lines] == [p for p, *_ in listed]
+    export_group_of(both_home, run_id, tmp_path)
+    text = text_of((tmp_path / "runs" / f"{run_id}.html").read_text())
+    assert "a claim this run made when it was published" in text
+    for protocol, _, verdict, ratio, _ in listed:
+        assert f"{protocol} NVIDIA H200 SXM {ratio:.3f}" in text and verdict in text
+    group = text_of((tmp_path / "groups" / f"{group_slug(key)}.html").read_text())
+    assert "Verdict history" in group and "since" in group
+
+
+def test_every_replaced_source_run_that_ranked_when_listed_has_its_claims(both_home):
+    """Each source run a newer one replaced in `ranks`, in a group of two or more when it was listed, takes part
+    in listing-time claims under both protocols, each with a verdict or a reason."""
+    [(missing, unexplained)] = query(both_home, """
+        SELECT (SELECT count(*) FROM listing_ranks l WHERE l.rank IS NOT NULL AND l.group_size > 1
+                  AND l.run_id NOT IN (SELECT run_id FROM ranks)
+                  AND (SELECT count(DISTINCT protocol) FROM listing_claim_checks c
+                       WHERE l.run_id IN (c.a_run_id, c.b_run_id)) < 2),
+               (SELECT count(*) FROM listing_claim_checks WHERE verdict IS NULL OR coalesce(reason, '') = '')""")
+    assert (missing, unexplained) == (0, 0)
+
+
+@pytest.fixture(scope="module")
+def statements(both_home, tmp_path_factory):
+    """`kernelindex export --format intoto` of the default build, signed with a throwaway Ed25519 key:
+    (the site folder it was written under, the statements' folder, the key's public half, the export's line)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from securesystemslib.signer import SSlibKey
+
+    site = tmp_path_factory.mktemp("site")
+    key = Ed25519PrivateKey.generate()
+    pem = site.parent / "signing-key.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    env = {"KERNELINDEX_HOME": str(both_home), "KERNELINDEX_SIGNING_KEY": str(pem)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert cli.main(["export", "--format", "intoto", str(site / "statements")]) == 0
+        with contextlib.redirect_stdout(io.StringIO()) as again:
+            assert cli.main(["export", "--format", "intoto", str(site / "statements")]) == 0
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return site, site / "statements", SSlibKey.from_crypto(key.public_key()), again.getvalue()
+
+
+def test_intoto_export_writes_one_signed_statement_per_decided_claim_and_protocol(both_home, statements):
+    import hashlib
+
+    import rfc8785
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+
+    from kernelindex_pipeline.identity import digest
+    from kernelindex_pipeline.statements import PREDICATE_TYPE
+
+    _, folder, public, again = statements
+    decided = query(both_home, "SELECT sum(n) FROM (SELECT count(*) AS n FROM claim_checks WHERE verdict <> "
+                               "'not re-checked' UNION ALL SELECT count(*) FROM listing_claim_checks "
+                               "WHERE verdict <> 'not re-checked')")[0][0]
+    index = json.loads((folder / "index.json").read_text())["statements"]
+    assert len(index) == len(list(folder.glob("*.intoto.json"))) == len(list(folder.glob("*.dsse.json"))) == decided
+    # every subject's digest is its run's manifest digest, which recomputes from the manifest's run object
+    by_run = dict(query(both_home, "SELECT run_id, run_digest FROM run_manifests"))
+    sample = index[:: max(1, len(index) // 300)]
+    manifests = dict(query(both_home, "SELECT run_id, manifest FROM manifests WHERE list_contains(?, run_id)",
+                           [sorted({r for e in sample for r in e["runs"]})]))
+    for entry in sample:
+        payload = (folder / entry["statement"]).read_bytes()
+        assert hashlib.sha256(payload).hexdigest() == entry["sha256"]
+        assert rfc8785.dumps(json.loads(payload)) == payload  # canonical bytes
+        statement = json.loads(payload)
+        assert statement["_type"] == "https://in-toto.io/Statement/v1" and statement["predicateType"] == PREDICATE_TYPE
+        assert len(statement["subject"]) == 4
+        for subject in statement["subject"]:
+            run_id = subject["name"].removeprefix("runs/")
+            assert "sha256:" + subject["digest"]["sha256"] == by_run[run_id]
+        for run_id in entry["runs"]:
+            assert digest(json.loads(manifests[run_id])["run"]) == by_run[run_id]
+        envelope = Envelope.from_dict(json.loads((folder / entry["statement"].replace(".intoto.", ".dsse.")).read_text()))
+        assert envelope.payload == payload and envelope.verify([public], 1)
+    # a tampered statement fails verification
+    entry = next(e for e in index if e["verdict"] == "reversed")
+    envelope = json.loads((folder / entry["statement"].replace(".intoto.", ".dsse.")).read_text())
+    tampered = json.loads(base64_decode(envelope["payload"]))
+    tampered["predicate"]["verdict"] = "held"
+    envelope["payload"] = base64_encode(rfc8785.dumps(tampered))
+    with pytest.raises(VerificationError, match="Accepted signatures do not match threshold"):
+        Envelope.from_dict(envelope).verify([public], 1)
+    # signatures are deterministic (Ed25519): a re-export with nothing changed writes nothing
+    assert "0 files written" in again and "0 stale removed" in again
+
+
+def base64_decode(text: str) -> bytes:
+    import base64
+
+    return base64.b64decode(text)
+
+
+def base64_encode(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
+    """Each verdict on the seed's page links its statement's permalink: the site's `statements/`, where the
+    intoto export of the same warehouse wrote it."""
+    from kernelindex_pipeline.site import Site
+
+    site, folder, *_ = statements
+    [(run_id,)] = query(both_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])
+    export_group_of(both_home, run_id, site)
+    page = (site / "runs" / f"{run_id}.html").read_text()
+    links = re.findall(r'<a class="statement" href="([^"]+)">statement</a>', page)
+    assert len(links) == 2  # one per protocol
+    for link in links:
+        assert link.startswith(f"{Site().url}/statements/")
+        statement = json.loads((folder / link.rpartition("/")[2]).read_text())
+        assert statement["predicate"]["claim"]["b"]["runId"] == run_id
+
+
+# Loads a page into a frame `width` CSS px wide and writes, into its own DOM, the boxes of each chart's x tick
+# labels as the browser laid them out.
+TICKS_HARNESS = """<!doctype html><html><body style="margin:0">
+<iframe id="page" src="{url}" style="width:{width}px;height:900px;border:0"></iframe>
+<script>
+document.getElementById('page').addEventListener('load', event => {{
+  const doc = event.target.contentWindow.document;
+  const charts = [...doc.querySelectorAll('svg.chart')].map(svg => [...svg.querySelectorAll('text.x-tick')].map(t => {{
+    const b = t.getBoundingClientRect();
+    return {{text: t.textContent, left: b.left, right: b.right, top: b.top, bottom: b.bottom}};
+  }}));
+  const out = document.createElement('output');
+  out.id = 'ticks';
+  out.textContent = JSON.stringify(charts);
+  document.body.append(out);
+}});
+</script></body></html>"""
+
+
+def tick_boxes(page, width: int) -> list[list[dict]]:
+    import html
+
+    from test_site_pages import measured
+
+    return measured(TICKS_HARNESS.format(url=html.escape(page.resolve().as_uri()), width=width), "ticks", page)
+
+
+@needs_chromium
+def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home, tmp_path):
+    """DyT's scaling charts sweep hidden 1024 to 16384 on a log axis, whose largest values crowd together: in
+    Chromium, at 390 and 1280 px, no two x tick labels of a chart touch, and each chart keeps its ends."""
+    from kernelindex_pipeline.charts import kernel_charts
+    from kernelindex_pipeline.export import STYLE, _page
+    from kernelindex_pipeline.site import kernel_page
+
+    with Warehouse(both_home).reader() as con:
+        charts = kernel_charts(con)["dyt"]
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "style.css").write_text(STYLE)
+    page = tmp_path / "kernels" / "dyt.html"
+    page.write_text(kernel_page("dyt", "DyT", [], _page, charts))
+    assert "7168" in charts and "16384" in charts
+    for width in (390, 1280):
+        boxes = tick_boxes(page, width)
+        assert boxes and all(len(chart) >= 2 for chart in boxes), boxes
+        for chart in boxes:
+            assert chart[-1]["text"] == "16384" or not chart[-1]["text"].isdigit(), chart
+            for left, right in zip(chart, chart[1:]):
+                apart = left["right"] <= right["left"] or left["bottom"] <= right["top"]
+                assert apart, (width, left, right)

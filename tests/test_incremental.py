@@ -18,7 +18,8 @@ from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
 # the order of publications, which differs by construction).
 COMPARED = {"runs": "*", "manifests": "*", "ranks": "*", "quarantine": "*", "reproductions": "*",
             "claim_checks": "*", "observations": "*", "snapshot_quarantine": "*", "golden_commits": "*",
-            "snapshots": "* EXCLUDE (publication)", "publications": "run_id, source", "listing_ranks": "*"}
+            "snapshots": "* EXCLUDE (publication)", "publications": "run_id, source", "listing_ranks": "*",
+            "(SELECT * FROM verdict_history WHERE until IS NULL)": "* EXCLUDE (since, until)"}
 
 
 def _revisions() -> list:

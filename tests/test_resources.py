@@ -39,3 +39,20 @@ def test_given_values_win_and_unset_variables_leave_the_defaults(monkeypatch, tm
     assert WarehouseResource.resolved().attestations_path() == SHIPPED_ATTESTATIONS
     assert build_definitions().resources["upstream"].process_config_and_initialize().resolved_locations() == [
         str(SHIPPED_UPSTREAM), str(SHIPPED_GH_PAGES)]
+
+
+def test_the_signing_key_is_bound_to_its_environment_variable(monkeypatch, tmp_path):
+    """$KERNELINDEX_SIGNING_KEY names the Ed25519 key that signs verdict statements; unset, none signs."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from kernelindex_pipeline.defs.resources import SigningResource
+
+    assert SigningResource.resolved().signer() is None
+    pem = tmp_path / "key.pem"
+    pem.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    monkeypatch.setenv("KERNELINDEX_SIGNING_KEY", str(pem))
+    signing = build_definitions().resources["signing"]
+    assert isinstance(signing.key_file, dg.EnvVar) and signing.key_file.env_var_name == "KERNELINDEX_SIGNING_KEY"
+    assert signing.process_config_and_initialize().signer().public_key.keytype == "ed25519"

@@ -49,16 +49,22 @@ document.getElementById('page').addEventListener('load', event => {{
 
 def phone_fit(page: Path) -> dict:
     """How the page lays out in a frame a phone's width (390 CSS px), measured by the page's browser."""
+    return measured(FIT_HARNESS.format(url=html.escape(page.resolve().as_uri()), width=PHONE[0], height=PHONE[1]),
+                    "fit", page)
+
+
+def measured(harness: str, output: str, page: Path):
+    """What a harness page (which loads `page` in a frame) writes as JSON into its `<output id=...>`, once
+    headless Chromium has laid the page out."""
     with tempfile.TemporaryDirectory() as scratch:
-        harness = Path(scratch) / "fit.html"
-        harness.write_text(FIT_HARNESS.format(url=html.escape(page.resolve().as_uri()), width=PHONE[0],
-                                              height=PHONE[1]), encoding="utf-8")
+        path = Path(scratch) / "harness.html"
+        path.write_text(harness, encoding="utf-8")
         done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                                "--allow-file-access-from-files", f"--user-data-dir={scratch}/profile",
-                               "--window-size=1000,1000", "--dump-dom", harness.as_uri()],
+                               "--window-size=1400,1000", "--dump-dom", path.as_uri()],
                               check=True, capture_output=True, timeout=90, text=True)
-    found = re.search(r'<output id="fit">(.*?)</output>', done.stdout, re.S)
+    found = re.search(rf'<output id="{output}">(.*?)</output>', done.stdout, re.S)
     assert found, f"the harness wrote no measurement for {page}"
     return json.loads(html.unescape(found.group(1)))
 

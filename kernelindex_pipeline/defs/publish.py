@@ -6,6 +6,14 @@ import dagster as dg
 from kernelindex_pipeline import steps
 from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
+from kernelindex_pipeline.defs.verdicts import (
+    ATTESTATIONS,
+    CLAIM_CHECKS,
+    LISTING_RANKS,
+    attestations_metadata,
+    claim_checks_metadata,
+    listing_ranks_metadata,
+)
 from kernelindex_pipeline.views import RANK_CHANGES_SQL
 
 RUN_OBSERVATIONS = dg.AssetKey("run_observations")
@@ -54,6 +62,21 @@ def _specs() -> list[dg.AssetSpec]:
             description="Current rank of each ranked run in its comparison group (same kernel, pass, metric, "
             "workload, environment and protocol family; newest listed run per implementation; 1 = lowest median), "
             "and `reproductions`, pairing controlled reruns with the source-native runs they re-check."),
+        dg.AssetSpec(
+            LISTING_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb"},
+            description="The rank each source-native run had in its comparison group when upstream first listed "
+            "it, with the group's #1 then: stamped once, cited where a newer run has since taken its place."),
+        dg.AssetSpec(
+            CLAIM_CHECKS, deps=[COMPARISON_RANKS, CONTROLLED_EVIDENCE], group_name="warehouse",
+            kinds={"duckdb", "parquet"},
+            description="Every source claim (a ranks ahead of b in a current source comparison group), re-checked "
+            "by KernelIndex's reruns under the device-time and source-replica protocols: held, reversed, "
+            "indistinguishable, or not re-checked with the reason; and `verdict_history`, what each claim's "
+            "verdict was and since when."),
+        dg.AssetSpec(
+            ATTESTATIONS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
+            description="Readers' reproductions of runs and notes on them, validated from the attestation files "
+            "(docs/attestations.md); a refused file is a `quarantine` row with its reason."),
     ]
 
 
@@ -80,6 +103,10 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
                                                    "JOIN run_manifests m USING (run_id) ORDER BY r.observed_at DESC"),
             "changed": done.manifests.changed})
         yield dg.MaterializeResult(asset_key=COMPARISON_RANKS, metadata=_ranks_metadata(con, done))
+        yield dg.MaterializeResult(asset_key=LISTING_RANKS, metadata=listing_ranks_metadata(con, done.ranks.details))
+        yield dg.MaterializeResult(asset_key=CLAIM_CHECKS, metadata=claim_checks_metadata(con, done.claims.details))
+        yield dg.MaterializeResult(asset_key=ATTESTATIONS, metadata=attestations_metadata(
+            con, done.runs.details.get("attestations", 0)))
 
 
 def _observations(con, done: steps.Publication) -> dg.MaterializeResult:

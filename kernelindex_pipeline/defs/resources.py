@@ -70,6 +70,22 @@ class WarehouseResource(_FromEnvironment):
         return Path(self.attestations_dir) if self.attestations_dir else SHIPPED_ATTESTATIONS
 
 
+class SigningResource(_FromEnvironment):
+    """The key that signs verdict statements (`kernelindex export --format intoto`): an Ed25519 private key
+    in a PEM file; none configured means statements are written unsigned."""
+
+    ENVIRONMENT = {"key_file": "KERNELINDEX_SIGNING_KEY"}
+
+    key_file: str = Field(default="", description="PEM file of an Ed25519 private key ($KERNELINDEX_SIGNING_KEY; "
+                          "default: none, statements unsigned)")
+
+    def signer(self):
+        """A securesystemslib signer of the key, or None without one."""
+        from kernelindex_pipeline.statements import load_signer
+
+        return load_signer(self.key_file) if self.key_file else None
+
+
 class UpstreamResource(_FromEnvironment):
     """Upstream benchmark snapshots: directories laid out like data/upstream/liger-kernel, or GitHub URLs."""
 
@@ -125,4 +141,4 @@ class UpstreamResource(_FromEnvironment):
         return found
 
 
-__all__ = ["SourceError", "UpstreamResource", "WarehouseResource"]
+__all__ = ["SigningResource", "SourceError", "UpstreamResource", "WarehouseResource"]
