@@ -77,13 +77,15 @@ def _has_column(con, table: str, column: str) -> bool:
     return column in {name for name, _ in table_columns(con, table)}
 
 
-# A decided verdict is the one `verdicts.verdict` gives its interval: held or reversed only with the whole
-# interval beyond the parity band (on the claimed side, or the other; either side for a parity claim),
-# indistinguishable only where it overlaps the band or a sample is too noisy; never on fewer repetitions
-# than the thresholds ask (a peak-memory count is one exact measurement).
+# A decided verdict is the one `verdicts.verdict` gives its interval (docs/verdict-consistency.sql): an
+# ordered claim held or reversed only with the whole interval beyond the parity band on the claimed side, or
+# the other; a parity claim held only with the interval inside the band, reversed only wholly outside it;
+# indistinguishable only where the interval leaves the claim unsettled and the samples are steady; never on
+# fewer repetitions than the thresholds ask (a peak-memory count is one exact measurement).
 MISLABELLED_SQL = f"""
 WITH decided AS (
-    SELECT *, coalesce(ci_low > 1 + $parity, false) AS above, coalesce(ci_high < 1 - $parity, false) AS below,
+    SELECT *, ci_low > 1 + $parity AS above, ci_high < 1 - $parity AS below,
+        ci_low >= 1 - $parity AND ci_high <= 1 + $parity AS inside,
         abs(source_ratio - 1) <= $parity AS parity_claim,
         greatest(coalesce(spread_a, 0), coalesce(spread_b, 0)) > $spread AS noisy,
         metric = 'peak_memory' OR least(n_a, n_b) >= $min_samples AS enough
@@ -92,13 +94,13 @@ WITH decided AS (
 SELECT kernel, workload_slug, protocol, a_provider || ' < ' || b_provider AS claim, source_ratio, ci_low, ci_high,
     verdict
 FROM decided
-WHERE NOT coalesce(ci_low IS NOT NULL AND enough AND CASE verdict
-    WHEN '{verdicts.HELD}' THEN NOT noisy AND CASE WHEN parity_claim THEN NOT (above OR below)
-        ELSE (above AND source_ratio > 1) OR (below AND source_ratio < 1) END
-    WHEN '{verdicts.REVERSED}' THEN NOT noisy AND CASE WHEN parity_claim THEN above OR below
-        ELSE (above AND source_ratio < 1) OR (below AND source_ratio > 1) END
-    WHEN '{verdicts.INDISTINGUISHABLE}' THEN noisy OR NOT (parity_claim OR above OR below)
-    ELSE false END, false)
+WHERE NOT coalesce(ci_low IS NOT NULL AND ci_high IS NOT NULL AND enough AND CASE
+    WHEN parity_claim AND verdict = '{verdicts.HELD}' THEN inside
+    WHEN parity_claim AND verdict = '{verdicts.REVERSED}' THEN above OR below
+    WHEN parity_claim THEN verdict = '{verdicts.INDISTINGUISHABLE}' AND NOT inside AND NOT (above OR below) AND NOT noisy
+    WHEN verdict = '{verdicts.HELD}' THEN CASE WHEN source_ratio > 1 THEN above ELSE below END
+    WHEN verdict = '{verdicts.REVERSED}' THEN CASE WHEN source_ratio > 1 THEN below ELSE above END
+    ELSE verdict = '{verdicts.INDISTINGUISHABLE}' AND NOT (above OR below) AND NOT noisy END, false)
 ORDER BY ALL
 """
 
