@@ -118,23 +118,29 @@ def listing_claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
 
 
 def _with_own_verdicts(rows: pa.Table) -> pa.Table:
-    """Each decided claim's verdict and reason from its own source ratio and its representative's interval;
-    `host_bound` from its own two verdicts (a claim's rows are adjacent, one per protocol, in name order)."""
+    """Each claim's type, verdict, reason and code from its own source ratio and its representative's
+    interval (where it has one); `host_bound` from its own two verdicts (a claim's rows are adjacent, one
+    per protocol, in name order). A source artifact names the representative's runs, not this claim's, so
+    none is carried over."""
     columns = rows.select(["protocol", "metric", "source_ratio", "rerun_ratio", "ci_low", "ci_high", "n_a", "n_b",
-                           "spread_a", "spread_b", "verdict"]).to_pydict()
+                           "spread_a", "spread_b", "verdict", "sessions"]).to_pydict()
     verdict, reason = columns["verdict"], rows.column("reason").to_pylist()
-    for i, decided in enumerate(verdict):
-        if decided == verdicts.NOT_RECHECKED:
+    code = rows.column("reason_code").to_pylist()
+    kind = [verdicts.claim_type(r) if r else None for r in columns["source_ratio"]]
+    for i in range(len(verdict)):
+        if columns["ci_low"][i] is None:
             continue
         interval = verdicts.RatioInterval(
             columns["rerun_ratio"][i], columns["ci_low"][i], columns["ci_high"][i], columns["n_a"][i],
             columns["n_b"][i], "", columns["spread_a"][i] or 0.0, columns["spread_b"][i] or 0.0,
-            deterministic=columns["metric"][i] == "peak_memory")
+            deterministic=columns["metric"][i] == "peak_memory", sessions=columns["sessions"][i] or 1)
         own = verdicts.verdict(columns["source_ratio"][i], interval)
-        verdict[i], reason[i] = own.verdict, own.reason
+        verdict[i], reason[i], code[i] = own.verdict, own.reason, own.code
     assert columns["protocol"][0::2] == [claims.DEVICE_TIME] * (len(verdict) // 2)
     host = [verdicts.host_bound(device, replica) for device, replica in zip(verdict[0::2], verdict[1::2])]
-    for name, values in (("verdict", verdict), ("reason", reason), ("host_bound", [h for h in host for _ in (0, 1)])):
+    for name, values in (("verdict", verdict), ("reason", reason), ("reason_code", code), ("claim_type", kind),
+                         ("source_artifact", [None] * len(verdict)),
+                         ("host_bound", [h for h in host for _ in (0, 1)])):
         rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(values, rows.schema.field(name).type))
     return rows
 
