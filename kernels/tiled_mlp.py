@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.gated_mlp_engine import rerun as mlp
+from kernels.engines.gated_mlp import rerun as mlp
 
 
 def workload_functions(kernel: str):

@@ -60,8 +60,8 @@ def test_an_incomplete_adapter_is_refused_with_what_it_lacks(monkeypatch):
 def test_committed_launch_settings_cite_shipped_evidence():
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from kernels.gated_mlp_engine import settings as mlp_settings
-    from kernels.norm_engine import settings as norm_settings
+    from kernels.engines.gated_mlp import settings as mlp_settings
+    from kernels.engines.norm import settings as norm_settings
 
     committed = [*norm_settings.FORWARD_SETTINGS.values(), *norm_settings.BACKWARD_SETTINGS.values(),
                  mlp_settings.GLU_TILES, mlp_settings.MLP_ASSEMBLY]

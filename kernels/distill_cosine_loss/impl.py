@@ -4,12 +4,12 @@ the beta the script's ``Function.apply`` call leaves at its default, 0.5, agains
 the HFCosineLoss of Liger's tests at its defaults: beta 1.0, the soft loss averaged over every token (its
 debugging print left out). The reference is Liger's loss (beta 0.5), so the torch baseline is built as
 upstream times it but fails the comparison: its soft loss is twice Liger's. The shared arithmetic and its
-reasons are in ``kernels.distillation``.
+reasons are in ``kernels.engines.distillation``.
 """
 
 from __future__ import annotations
 
-from kernels.distillation import DistillAdapter
+from kernels.engines.distillation import DistillAdapter
 
 KERNEL = "distill_cosine_loss"
 ADAPTER = DistillAdapter(

@@ -1,12 +1,12 @@
 """Distillation JSD loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
 ``benchmark/scripts/benchmark_distill_jsd_loss.py`` runs it: ``LigerFusedLinearJSDLoss`` (beta 0.5) against
 TorchJSDLoss, the HFJSDLoss of Liger's tests at its defaults (beta 0.5, the soft loss averaged over the
-unignored tokens): the same loss. The shared arithmetic and its reasons are in ``kernels.distillation``.
+unignored tokens): the same loss. The shared arithmetic and its reasons are in ``kernels.engines.distillation``.
 """
 
 from __future__ import annotations
 
-from kernels.distillation import DistillAdapter
+from kernels.engines.distillation import DistillAdapter
 
 KERNEL = "distill_jsd_loss"
 ADAPTER = DistillAdapter(

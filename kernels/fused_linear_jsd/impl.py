@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from kernels._adapter import Built, Unavailable
 from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
 from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
-from kernels.preference_losses.common import lm_head_bytes, lm_head_flops, lm_head_matmuls
+from kernels.engines.lm_head import lm_head_bytes, lm_head_flops, lm_head_matmuls
 
 KERNEL = "fused_linear_jsd"
 PROVIDERS = ("liger", "torch")

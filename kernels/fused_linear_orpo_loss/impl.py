@@ -1,12 +1,12 @@
 """Fused linear ORPO loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
 ``benchmark/scripts/benchmark_orpo_loss.py`` runs it: ``LigerFusedLinearORPOLoss`` against TorchLMHeadORPO
 (the upstream HF ORPO loss, with separate NLL targets). The shared arithmetic and its reasons are in
-``kernels.preference_losses.family``.
+``kernels.engines.preference``.
 """
 
 from __future__ import annotations
 
-from kernels.preference_losses.family import PreferenceAdapter
+from kernels.engines.preference import PreferenceAdapter
 
 KERNEL = "fused_linear_orpo_loss"
 ADAPTER = PreferenceAdapter(

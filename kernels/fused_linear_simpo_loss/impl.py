@@ -3,12 +3,12 @@
 huggingface provider, which is TorchLMHeadCPO at its defaults: the CPO sigmoid loss on summed
 log-probabilities, not SimPO. The reference is SimPO (averaged log-probabilities, margin gamma 0.5), the loss
 Liger computes, so the huggingface baseline is timed as upstream times it but fails the comparison. The
-shared arithmetic and its reasons are in ``kernels.preference_losses.family``.
+shared arithmetic and its reasons are in ``kernels.engines.preference``.
 """
 
 from __future__ import annotations
 
-from kernels.preference_losses.family import PreferenceAdapter
+from kernels.engines.preference import PreferenceAdapter
 
 KERNEL = "fused_linear_simpo_loss"
 ADAPTER = PreferenceAdapter(

@@ -1,6 +1,6 @@
 """GeGLU's rerun adapter (``kernels._adapter.RerunAdapter``): down(gelu_tanh(gate(x)) * up(x)).
 
-KernelIndex's provider is ``kernels.gated_mlp_engine.gated_mlp`` with the GELU-tanh activation.
+KernelIndex's provider is ``kernels.engines.gated_mlp.gated_mlp`` with the GELU-tanh activation.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels._adapter import Built
-from kernels.gated_mlp_engine import ACT_GELU_TANH
-from kernels.gated_mlp_engine import rerun as mlp
+from kernels.engines.gated_mlp import ACT_GELU_TANH
+from kernels.engines.gated_mlp import rerun as mlp
 
 KERNEL = "geglu"
 PROVIDERS = ("kernelindex", "liger", "huggingface")

@@ -18,7 +18,7 @@ The reference is Liger's loss (summed sequence log-probabilities, its default, a
 float32 (TF32 off): at the rerun sizes (up to 16384 rows, vocab 128256, two heads) float64 logits would not
 fit, and float32 is far more precise than the bfloat16 passes it checks. The huggingface provider computes
 the HF loss on averaged log-probabilities (``get_batch_loss_metrics``' default), a different number, so its
-comparison with the reference fails; see ``kernels.preference_losses.kto``.
+comparison with the reference fails; see ``kernels.kto_loss.loss``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 
 from kernels._adapter import Built, Unavailable
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies, required_input_shapes
-from kernels.preference_losses.common import (
+from kernels.engines.lm_head import (
     INDEX_BYTES,
     LOSS_BYTES,
     compiled_on,
@@ -37,7 +37,7 @@ from kernels.preference_losses.common import (
     liger_label,
     linear_weight,
 )
-from kernels.preference_losses.kto import hf_kto_loss, kto_loss
+from kernels.kto_loss.loss import hf_kto_loss, kto_loss
 
 KERNEL = "kto_loss"
 PROVIDERS = ("liger", "huggingface")

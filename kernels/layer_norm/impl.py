@@ -1,6 +1,6 @@
 """LayerNorm's rerun adapter (``kernels._adapter.RerunAdapter``): inputs, reference, providers, cost model.
 
-KernelIndex's provider is ``kernels.norm_engine.layer_norm``.
+KernelIndex's provider is ``kernels.engines.norm.layer_norm``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch.nn.functional as F
 from kernels._adapter import Built, Unavailable
 from kernels._providers import liger_attr, package_version
 from kernels._tensors import generator, input_shapes, leaf_copies, randn, torch_dtype
-from kernels.norm_engine import layer_norm
-from kernels.norm_engine.rerun import norm_bytes, norm_flops, workload_eps
+from kernels.engines.norm import layer_norm
+from kernels.engines.norm.rerun import norm_bytes, norm_flops, workload_eps
 
 KERNEL = "layer_norm"
 PROVIDERS = ("kernelindex", "liger", "huggingface")

@@ -1,6 +1,6 @@
 """RMSNorm's rerun adapter (``kernels._adapter.RerunAdapter``): inputs, reference, providers, cost model.
 
-KernelIndex's provider is ``kernels.norm_engine.rms_norm``.
+KernelIndex's provider is ``kernels.engines.norm.rms_norm``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import torch
 from kernels._adapter import Built, Unavailable
 from kernels._providers import liger_attr, package_version
 from kernels._tensors import generator, input_shapes, leaf_copies, randn, torch_dtype
-from kernels.norm_engine import rms_norm
-from kernels.norm_engine.rerun import norm_bytes, norm_flops, workload_eps
+from kernels.engines.norm import rms_norm
+from kernels.engines.norm.rerun import norm_bytes, norm_flops, workload_eps
 
 KERNEL = "rms_norm"
 PROVIDERS = ("kernelindex", "liger", "huggingface")

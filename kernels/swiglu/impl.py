@@ -1,6 +1,6 @@
 """SwiGLU's rerun adapter (``kernels._adapter.RerunAdapter``): down(silu(gate(x)) * up(x)).
 
-KernelIndex's provider is ``kernels.gated_mlp_engine.gated_mlp`` with the SiLU activation.
+KernelIndex's provider is ``kernels.engines.gated_mlp.gated_mlp`` with the SiLU activation.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels._adapter import Built
-from kernels.gated_mlp_engine import ACT_SILU
-from kernels.gated_mlp_engine import rerun as mlp
+from kernels.engines.gated_mlp import ACT_SILU
+from kernels.engines.gated_mlp import rerun as mlp
 
 KERNEL = "swiglu"
 PROVIDERS = ("kernelindex", "liger", "huggingface")

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels._adapter import Built
-from kernels.gated_mlp_engine import ACT_GELU_TANH
-from kernels.gated_mlp_engine import rerun as mlp
+from kernels.engines.gated_mlp import ACT_GELU_TANH
+from kernels.engines.gated_mlp import rerun as mlp
 from kernels.tiled_mlp import workload_functions
 from kernels.tiled_swiglu import impl as tiled
 

@@ -31,8 +31,8 @@ import torch.nn.functional as F
 
 from kernels._adapter import Built, Unavailable
 from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
-from kernels.gated_mlp_engine import ACT_GELU_TANH, ACT_SILU
-from kernels.gated_mlp_engine import rerun as mlp
+from kernels.engines.gated_mlp import ACT_GELU_TANH, ACT_SILU
+from kernels.engines.gated_mlp import rerun as mlp
 from kernels.tiled_mlp import workload_functions
 
 KERNEL = "tiled_swiglu"

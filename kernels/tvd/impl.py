@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels import divergences as div
+from kernels.engines import divergence as div
 from kernels._adapter import Built
 
 KERNEL = "tvd"

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from kernels._triton import CachedLaunch
-from kernels.norm_engine.rows import load_row, store_row
+from kernels.engines.norm.rows import load_row, store_row
 
 
 @triton.jit

@@ -12,8 +12,8 @@ import triton
 import triton.language as tl
 
 from kernels._triton import CachedLaunch
-from kernels.norm_engine.partials import sum_partials_after_all
-from kernels.norm_engine.rows import load_row, store_row
+from kernels.engines.norm.partials import sum_partials_after_all
+from kernels.engines.norm.rows import load_row, store_row
 
 
 @triton.jit

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kernels._tensors import BYTES_PER_ELEMENT, input_shapes, numel
-from kernels.norm_engine.function import DEFAULT_EPS
+from kernels.engines.norm.function import DEFAULT_EPS
 
 
 def workload_eps(params: Mapping[str, object] | None) -> float:

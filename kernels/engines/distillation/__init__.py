@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Built, Unavailable
 from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
-from kernels.preference_losses.common import (
+from kernels.engines.lm_head import (
     compiled_on,
     liger_chunked_loss,
     liger_label,

@@ -11,8 +11,8 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels._triton import cuda_properties, sm_count
-from kernels.norm_engine import backward, forward, partials
-from kernels.norm_engine.settings import (
+from kernels.engines.norm import backward, forward, partials
+from kernels.engines.norm.settings import (
     BackwardSetting,
     ForwardSetting,
     OneRow,

@@ -16,7 +16,7 @@ in column slices over several programs, whose loads may be TMA tiles; the partia
 more launch or, where every program is resident at once, by the same programs after a grid barrier.
 """
 
-from kernels.norm_engine.function import DEFAULT_EPS, NormFunction, layer_norm, rms_norm
-from kernels.norm_engine.launch import norm_backward, norm_forward
+from kernels.engines.norm.function import DEFAULT_EPS, NormFunction, layer_norm, rms_norm
+from kernels.engines.norm.launch import norm_backward, norm_forward
 
 __all__ = ["DEFAULT_EPS", "NormFunction", "layer_norm", "norm_backward", "norm_forward", "rms_norm"]

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from kernels._adapter import Built, Unavailable
 from kernels._providers import liger_attr, package_version
 from kernels._tensors import BYTES_PER_ELEMENT, generator, input_shapes, leaf_copies, numel, randn, torch_dtype
-from kernels.gated_mlp_engine.activation import ACT_GELU_TANH
-from kernels.gated_mlp_engine.function import blas_label, gated_mlp
+from kernels.engines.gated_mlp.activation import ACT_GELU_TANH
+from kernels.engines.gated_mlp.function import blas_label, gated_mlp
 
 GRAD_INPUTS = ("x", "w_gate", "w_up", "w_down")
 OUTPUT_NAMES = ("y",)

@@ -6,7 +6,7 @@
 - ``rerun``: what the GeGLU and SwiGLU rerun adapters share (inputs, providers, cost model).
 """
 
-from kernels.gated_mlp_engine.activation import ACT_GELU_TANH, ACT_SILU
-from kernels.gated_mlp_engine.function import GatedMLPFunction, gated_mlp
+from kernels.engines.gated_mlp.activation import ACT_GELU_TANH, ACT_SILU
+from kernels.engines.gated_mlp.function import GatedMLPFunction, gated_mlp
 
 __all__ = ["ACT_GELU_TANH", "ACT_SILU", "GatedMLPFunction", "gated_mlp"]

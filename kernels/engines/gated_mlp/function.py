@@ -14,8 +14,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
-from kernels.gated_mlp_engine.activation import glu_backward, glu_forward
-from kernels.gated_mlp_engine.settings import MLP_ASSEMBLY, MlpAssembly
+from kernels.engines.gated_mlp.activation import glu_backward, glu_forward
+from kernels.engines.gated_mlp.settings import MLP_ASSEMBLY, MlpAssembly
 
 
 def _blas_in_effect(device: torch.device, assembly: MlpAssembly) -> str | None:

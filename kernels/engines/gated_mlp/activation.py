@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from kernels._triton import CachedLaunch
-from kernels.gated_mlp_engine.settings import GLU_TILES
+from kernels.engines.gated_mlp.settings import GLU_TILES
 
 ACT_GELU_TANH = 0
 ACT_SILU = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.norm_engine.launch import norm_backward, norm_forward
+from kernels.engines.norm.launch import norm_backward, norm_forward
 
 DEFAULT_EPS = 1e-6
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.preference_losses.hf import batch_logps
+from kernels.engines.preference.hf import batch_logps
 
 
 def head_logps(

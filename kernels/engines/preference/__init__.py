@@ -16,7 +16,7 @@ import torch
 
 from kernels._adapter import Built, Unavailable
 from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
-from kernels.preference_losses.common import (
+from kernels.engines.lm_head import (
     compiled_on,
     liger_chunked_loss,
     liger_label,
@@ -25,7 +25,7 @@ from kernels.preference_losses.common import (
     lm_head_flops,
     lm_head_matmuls,
 )
-from kernels.preference_losses.hf import preference_loss
+from kernels.engines.preference.hf import preference_loss
 
 # Log-softmax (max, exp, sum, log) and the gather a logit forward; its gradient backward.
 FWD_PER_LOGIT = 4
