@@ -1,10 +1,15 @@
-"""What the RMSNorm and LayerNorm rerun adapters share: the workload's eps and the cost model."""
+"""What the RMSNorm and LayerNorm rerun adapters share: the workload's eps, the inputs, Liger's provider and the
+cost model (``NormAdapter``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kernels._tensors import BYTES_PER_ELEMENT, input_shapes, numel
+import torch
+
+from kernels._adapter import Adapter, Built
+from kernels._providers import liger_attr, liger_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, module_pass, numel, per_mode, randn
 from kernels.engines.norm.function import DEFAULT_EPS
 
 
@@ -12,17 +17,48 @@ def workload_eps(params: Mapping[str, object] | None) -> float:
     return float((params or {}).get("eps", DEFAULT_EPS))
 
 
-def norm_bytes(kernel: str, params, dtype: str, mode: str, n_params: int) -> int:
-    """Forward reads x and the parameters, writes y; backward reads dy, x and the parameters, writes dx and
-    the parameter gradients; full reads x, parameters, dy once, writes y, dx and the parameter gradients.
-    The saved per-row statistics (4-8 bytes a row) are not counted."""
-    s = input_shapes(kernel, params)
-    e = BYTES_PER_ELEMENT[dtype]
-    xb = numel(s["x"]) * e
-    pb = n_params * s["x"][-1] * e
-    return {"forward": 2 * xb + pb, "backward": 3 * xb + 2 * pb, "full": 4 * xb + 2 * pb}[mode]
+class NormAdapter(Adapter):
+    """A row norm's adapter: x [rows, hidden] and its per-channel weights (every gradient input after x: the
+    weight, and LayerNorm's bias), normalized by KernelIndex's Triton norm, Liger's module ``LIGER`` (module,
+    class) and the upstream baselines; ``FLOPS_PER_ELEMENT`` (forward, backward) for the cost model."""
 
+    PROVIDERS = ("kernelindex", "liger", "huggingface")
+    OUTPUT_NAMES = ("y",)
+    REFERENCE_DTYPE = torch.float64
+    LIGER: tuple[str, str]
+    FLOPS_PER_ELEMENT: tuple[int, int]
 
-def norm_flops(kernel: str, params, mode: str, per_elem_fwd: int, per_elem_bwd: int) -> int:
-    n = numel(input_shapes(kernel, params)["x"])
-    return {"forward": per_elem_fwd * n, "backward": per_elem_bwd * n, "full": (per_elem_fwd + per_elem_bwd) * n}[mode]
+    @property
+    def weights(self) -> tuple[str, ...]:
+        return self.GRAD_INPUTS[1:]
+
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        """x normal, the weight near one and the bias near zero, so that their gradients are non-trivial."""
+        s = input_shapes(self.KERNEL, params)
+        gen = generator(seed, device)
+        td = RERUN_DTYPES[dtype]
+        drawn = {"x": randn(s["x"], td, gen, device), "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0)}
+        if "bias" in self.weights:
+            drawn["bias"] = randn(s["bias"], td, gen, device, scale=0.1)
+        return drawn
+
+    def _liger(self, provider, inputs, params) -> Built:
+        module, name = self.LIGER
+        cls = liger_attr(inputs["x"], module, name)
+        return module_pass(cls(hidden_size=inputs["x"].shape[-1], eps=workload_eps(params)), inputs, self.weights,
+                           liger_label(name), self.OUTPUT_NAMES)
+
+    def bytes_moved(self, params, dtype, mode) -> int:
+        """Forward reads x and the weights, writes y; backward reads dy, x and the weights, writes dx and the
+        weights' gradients; full reads x, the weights and dy once, writes y, dx and the weights' gradients.
+        The saved per-row statistics (4-8 bytes a row) are not counted."""
+        s = input_shapes(self.KERNEL, params)
+        e = RERUN_BYTES[dtype]
+        xb = numel(s["x"]) * e
+        pb = len(self.weights) * s["x"][-1] * e
+        return {"forward": 2 * xb + pb, "backward": 3 * xb + 2 * pb, "full": 4 * xb + 2 * pb}[mode]
+
+    def flops(self, params, mode) -> int:
+        n = numel(input_shapes(self.KERNEL, params)["x"])
+        forward, backward = self.FLOPS_PER_ELEMENT
+        return per_mode(forward * n, backward * n, mode)
