@@ -1,32 +1,22 @@
-"""What the divergence adapters (``kl_div``, ``tvd``, ``jsd``) share: the ``reduction`` parameter, inputs drawn
-as (log-)softmaxes of standard-normal draws, the Liger-against-PyTorch ``build``, and the element-wise
-bytes and FLOPs models over [tokens, vocab]."""
+"""The adapter of a divergence between two distributions over the vocabulary (``kl_div``, ``tvd``, ``jsd``):
+``input`` (the one gradients flow to) and ``target``, both [tokens, vocab], drawn as (log-)softmaxes of
+standard-normal draws; Liger's loss module against a PyTorch one; element-wise bytes and FLOPs models.
+Upstream's graphs also hold the (log-)softmax that made ``input``; here ``input`` is the leaf, so only the
+divergence is measured."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from importlib.metadata import version
-
 import torch
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import liger_triton_attr
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, required_input_shapes
+from kernels._adapter import Adapter, Built
+from kernels._providers import liger_attr, liger_label
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode
 
-OUTPUT_NAMES = ("loss",)
 DEFAULT_REDUCTION = "batchmean"
 REDUCTIONS = ("batchmean", "sum", "mean", "none")
 
 SOFTMAX = "softmax"
 LOG_SOFTMAX = "log_softmax"
-
-
-def reduction(kernel: str, params) -> str:
-    """The workload's ``reduction`` (``batchmean``, upstream's only choice, when it leaves it out)."""
-    chosen = str(params.get("reduction", DEFAULT_REDUCTION))
-    if chosen not in REDUCTIONS:
-        raise ValueError(f"{kernel}: unknown reduction {chosen!r}; expected one of {REDUCTIONS}")
-    return chosen
 
 
 def reduce(pointwise: torch.Tensor, how: str) -> torch.Tensor:
@@ -40,68 +30,82 @@ def reduce(pointwise: torch.Tensor, how: str) -> torch.Tensor:
     return pointwise.sum() / pointwise.shape[0]
 
 
-def draw_distributions(kernel: str, params, dtype, seed, device, *, input_as: str, target_as: str) -> dict[str, torch.Tensor]:
-    """``input`` then ``target``, each the ``softmax`` or ``log_softmax`` (``input_as``, ``target_as``) over the
-    last dimension of a float32 standard-normal draw, cast to the run's dtype."""
-    s = required_input_shapes(kernel, params)
-    gen = generator(seed, device)
-    td = RERUN_DTYPES[dtype]
-    out = {}
-    for name, transform in (("input", input_as), ("target", target_as)):
-        draw = torch.randn(tuple(s[name]), generator=gen, device=device, dtype=torch.float32)
-        out[name] = getattr(draw, transform)(dim=-1).to(td)
-    return out
+class DivergenceAdapter(Adapter):
+    """A divergence's adapter. A subclass sets ``KERNEL``, how ``input`` and ``target`` are drawn
+    (``INPUT_AS``, ``TARGET_AS``: ``SOFTMAX`` or ``LOG_SOFTMAX``), Liger's loss ``LIGER`` (module, class), the
+    ``[tokens, vocab]`` tensors its backward reads (``BACKWARD_READS``) and ``FLOPS_PER_ELEMENT`` (forward,
+    backward), and defines ``liger_kwargs`` and ``torch_loss`` (with its label)."""
 
+    OUTPUT_NAMES = ("loss",)
+    GRAD_INPUTS = ("input",)
+    REFERENCE_DTYPE = torch.float64
+    INPUT_AS: str
+    TARGET_AS: str
+    LIGER: tuple[str, str]
+    BACKWARD_READS: int
+    FLOPS_PER_ELEMENT: tuple[int, int]
 
-def build_divergence(
-    kernel: str,
-    provider: str,
-    inputs,
-    *,
-    liger_module: str,
-    liger_class: str,
-    liger_kwargs: dict,
-    torch_loss: Callable[[], torch.nn.Module],
-    torch_label: str,
-) -> Built:
-    """A divergence adapter's ``build``: ``liger`` is ``liger_class(**liger_kwargs)`` from Liger's
-    ``liger_module``, ``torch`` is ``torch_loss()`` labelled ``PyTorch <version> <torch_label>``; both take
-    (``input``, ``target``) with ``input`` the leaf gradients flow to."""
-    leaf = inputs["input"].detach().clone().requires_grad_(True)
-    target = inputs["target"]
-    if provider == "liger":
-        loss_fn = liger_triton_attr(leaf, liger_module, liger_class)(**liger_kwargs)
-        label = f"Liger-Kernel {version('liger-kernel')} {liger_class}"
-    elif provider == "torch":
-        loss_fn = torch_loss()
-        label = f"PyTorch {torch.__version__} {torch_label}"
-    else:
-        raise Unavailable(f"unknown provider {provider!r} for {kernel}")
-    return Built(lambda: (loss_fn(leaf, target),), {"input": leaf}, label, OUTPUT_NAMES)
+    def reduction(self, params) -> str:
+        """The workload's ``reduction`` (``batchmean``, upstream's only choice, when it leaves it out)."""
+        chosen = str(params.get("reduction", DEFAULT_REDUCTION))
+        if chosen not in REDUCTIONS:
+            raise ValueError(f"{self.KERNEL}: unknown reduction {chosen!r}; expected one of {REDUCTIONS}")
+        return chosen
 
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        """``input`` then ``target``, each the ``softmax`` or ``log_softmax`` over the last dimension of a
+        float32 standard-normal draw, cast to the run's dtype."""
+        s = input_shapes(self.KERNEL, params)
+        gen = generator(seed, device)
+        td = RERUN_DTYPES[dtype]
+        out = {}
+        for name, transform in (("input", self.INPUT_AS), ("target", self.TARGET_AS)):
+            draw = torch.randn(tuple(s[name]), generator=gen, device=device, dtype=torch.float32)
+            out[name] = getattr(draw, transform)(dim=-1).to(td)
+        return out
 
-def bytes_moved(kernel: str, params, dtype, mode, *, backward_reads: int, loss_per_element: bool) -> int:
-    """Forward: read input and target, write the loss. Backward: read ``backward_reads`` [tokens, vocab]
-    tensors and the loss's gradient, write the input's gradient. Full: the inputs once, the loss and the
-    gradient once. With ``loss_per_element`` the loss and its gradient are full [tokens, vocab] tensors."""
-    tokens, vocab = required_input_shapes(kernel, params)["input"]
-    e = RERUN_BYTES[dtype]
-    one = tokens * vocab * e
-    loss = one if loss_per_element else e
-    return {
-        "forward": 2 * one + loss,
-        "backward": backward_reads * one + loss + one,
-        "full": 2 * one + 2 * loss + one,
-    }[mode]
+    def per_element_loss(self, params) -> bool:
+        """Whether the loss is a full [tokens, vocab] tensor (``reduction="none"``) rather than one value."""
+        return self.reduction(params) == "none"
 
+    def liger_kwargs(self, params) -> dict:
+        raise NotImplementedError
 
-def flops(kernel: str, params, mode, *, forward: int, backward: int) -> int:
-    """``forward`` and ``backward`` FLOPs per [tokens, vocab] element; full is both."""
-    tokens, vocab = required_input_shapes(kernel, params)["input"]
-    n = tokens * vocab
-    return {"forward": forward * n, "backward": backward * n, "full": (forward + backward) * n}[mode]
+    def torch_loss(self, params) -> tuple[torch.nn.Module, str]:
+        """The PyTorch loss module and its label (after ``PyTorch <version> ``)."""
+        raise NotImplementedError
 
+    def _loss_pass(self, loss_fn, inputs, label: str) -> Built:
+        """A pass of ``loss_fn(input, target)`` over a fresh leaf copy of ``input``."""
+        x, target = leaf(inputs["input"]), inputs["target"]
+        return self.built(lambda: (loss_fn(x, target),), {"input": x}, label)
 
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    """No GEMMs."""
-    return []
+    def _liger(self, provider, inputs, params) -> Built:
+        module, name = self.LIGER
+        loss_fn = liger_attr(inputs["input"], module, name)(**self.liger_kwargs(params))
+        return self._loss_pass(loss_fn, inputs, liger_label(name))
+
+    def _torch(self, provider, inputs, params) -> Built:
+        loss_fn, label = self.torch_loss(params)
+        return self._loss_pass(loss_fn, inputs, f"PyTorch {torch.__version__} {label}")
+
+    BUILDERS = {"liger": _liger, "torch": _torch}
+
+    def bytes_moved(self, params, dtype, mode) -> int:
+        """Forward: read input and target, write the loss. Backward: read ``BACKWARD_READS`` [tokens, vocab]
+        tensors and the loss's gradient, write the input's gradient. Full: the inputs once, the loss and the
+        gradient once. With ``per_element_loss`` the loss and its gradient are full [tokens, vocab] tensors."""
+        tokens, vocab = input_shapes(self.KERNEL, params)["input"]
+        e = RERUN_BYTES[dtype]
+        one = tokens * vocab * e
+        loss = one if self.per_element_loss(params) else e
+        return {
+            "forward": 2 * one + loss,
+            "backward": self.BACKWARD_READS * one + loss + one,
+            "full": 2 * one + 2 * loss + one,
+        }[mode]
+
+    def flops(self, params, mode) -> int:
+        tokens, vocab = input_shapes(self.KERNEL, params)["input"]
+        forward, backward = self.FLOPS_PER_ELEMENT
+        return per_mode(forward * tokens * vocab, backward * tokens * vocab, mode)
