@@ -1,4 +1,4 @@
-"""Distillation cosine loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
+"""Distillation cosine loss's rerun adapter, as Liger-Kernel's
 ``benchmark/scripts/benchmark_distill_cosine_loss.py`` runs it: ``LigerFusedLinearCosineSimilarityLoss`` at
 the beta the script's ``Function.apply`` call leaves at its default, 0.5, against TorchCosineSimilarityLoss,
 the HFCosineLoss of Liger's tests at its defaults: beta 1.0, the soft loss averaged over every token (its
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from kernels.engines.distillation import DistillAdapter
 
-KERNEL = "distill_cosine_loss"
 ADAPTER = DistillAdapter(
-    KERNEL,
+    "distill_cosine_loss",
     kind="cosine",
     liger=("cosine_similarity_loss", "LigerFusedLinearCosineSimilarityLoss"),
     liger_beta=0.5,

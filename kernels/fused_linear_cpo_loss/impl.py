@@ -1,4 +1,4 @@
-"""Fused linear CPO loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
+"""Fused linear CPO loss's rerun adapter, as Liger-Kernel's
 ``benchmark/scripts/benchmark_cpo_loss.py`` runs it: ``LigerFusedLinearCPOLoss`` against TorchLMHeadCPO
 (the upstream HF CPO loss, sigmoid, summed log-probabilities). The shared arithmetic and its reasons are in
 ``kernels.engines.preference``.
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from kernels.engines.preference import PreferenceAdapter
 
-KERNEL = "fused_linear_cpo_loss"
 ADAPTER = PreferenceAdapter(
-    KERNEL,
+    "fused_linear_cpo_loss",
     kind="cpo",
     baseline="cpo",
     baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid)",

@@ -1,4 +1,4 @@
-"""Fused linear ORPO loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
+"""Fused linear ORPO loss's rerun adapter, as Liger-Kernel's
 ``benchmark/scripts/benchmark_orpo_loss.py`` runs it: ``LigerFusedLinearORPOLoss`` against TorchLMHeadORPO
 (the upstream HF ORPO loss, with separate NLL targets). The shared arithmetic and its reasons are in
 ``kernels.engines.preference``.
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from kernels.engines.preference import PreferenceAdapter
 
-KERNEL = "fused_linear_orpo_loss"
 ADAPTER = PreferenceAdapter(
-    KERNEL,
+    "fused_linear_orpo_loss",
     kind="orpo",
     baseline="orpo",
     baseline_what="HF ORPO loss (TorchLMHeadORPO)",

@@ -27,16 +27,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
-from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
+from kernels._adapter import Built
+from kernels._tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
 from kernels.engines.lm_head import (
+    LMHeadAdapter,
+    chunked_label,
     compiled_on,
     liger_chunked_loss,
-    liger_label,
     linear_weight,
-    lm_head_bytes,
     lm_head_flops,
-    lm_head_matmuls,
 )
 
 TEMPERATURE = 1.0
@@ -134,8 +133,8 @@ def hf_distill_loss(
     return w_hard * hard + w_soft * soft
 
 
-class DistillAdapter:
-    """``kernels._adapter.RerunAdapter``'s functions for one distillation loss; an ``impl`` module's ``ADAPTER``.
+class DistillAdapter(LMHeadAdapter):
+    """The adapter of one distillation loss.
 
     ``kind``: "jsd" or "cosine"; ``liger``: (module, class) under ``liger_kernel.chunked_loss``; ``liger_beta``:
     the beta the script's Liger call runs at (the reference's); ``baseline_beta`` and ``baseline_masked``: the
@@ -143,12 +142,7 @@ class DistillAdapter:
     ``baseline_what`` names that class in the label.
     """
 
-    PROVIDERS = ("liger", "torch")
-    IMPLIED: dict[str, str] = {}
-    OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("student_x", "student_weight")
-    DETERMINISTIC_INPUTS: tuple[str, ...] = ()
-    REFERENCE_DTYPE = torch.float32
 
     def __init__(
         self,
@@ -170,7 +164,7 @@ class DistillAdapter:
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(tokens, student hidden, teacher hidden, vocab) from the spec's shapes."""
-        s = required_input_shapes(self.KERNEL, params)
+        s = input_shapes(self.KERNEL, params)
         return s["student_x"][0], s["student_x"][1], s["teacher_x"][1], s["student_weight"][0]
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
@@ -190,50 +184,50 @@ class DistillAdapter:
     def reference(self, inputs, params):
         return (distill_loss(inputs, params, self.kind, self.liger_beta),)
 
-    def build(self, provider, inputs, params) -> Built:
+    def _liger(self, provider, inputs, params) -> Built:
         ignore_index, w_hard, w_soft = loss_settings(params)
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         split = {**inputs, **leaves}
-        if provider == "liger":
-            module, name = self.liger
-            loss = liger_chunked_loss(module, name)(
-                weight_hard_loss=w_hard,
-                weight_soft_loss=w_soft,
-                beta=self.liger_beta,
-                ignore_index=ignore_index,
-                temperature=TEMPERATURE,
-                compiled=compiled_on(leaves["student_weight"]),
-                chunk_size=CHUNK_SIZE,
-            )
+        module, name = self.liger
+        loss = liger_chunked_loss(module, name)(
+            weight_hard_loss=w_hard,
+            weight_soft_loss=w_soft,
+            beta=self.liger_beta,
+            ignore_index=ignore_index,
+            temperature=TEMPERATURE,
+            compiled=compiled_on(leaves["student_weight"]),
+            chunk_size=CHUNK_SIZE,
+        )
 
-            def fn():
-                return (loss(split["student_x"], split["student_weight"], split["teacher_x"], split["teacher_weight"],
-                             split["target"]),)
+        def fn():
+            return (loss(split["student_x"], split["student_weight"], split["teacher_x"], split["teacher_weight"],
+                         split["target"]),)
 
-            return Built(fn, leaves, liger_label(name, leaves["student_weight"]), self.OUTPUT_NAMES)
-        if provider == "torch":
+        return self.built(fn, leaves, chunked_label(name, leaves["student_weight"]))
 
-            def fn():
-                return (hf_distill_loss(split, params, self.kind, self.baseline_beta, self.baseline_masked),)
+    def _torch(self, provider, inputs, params) -> Built:
+        loss_settings(params)
+        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
+        split = {**inputs, **leaves}
 
-            return Built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}",
-                         self.OUTPUT_NAMES)
-        raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
+        def fn():
+            return (hf_distill_loss(split, params, self.kind, self.baseline_beta, self.baseline_masked),)
 
-    def _heads(self, params) -> list[tuple[int, int, int, bool]]:
+        return self.built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}")
+
+    BUILDERS = {"liger": _liger, "torch": _torch}
+
+    def heads(self, params) -> list[tuple[int, int, int, bool]]:
+        """The trained student head and the frozen teacher head."""
         tokens, student_hidden, teacher_hidden, vocab = self.dims(params)
         return [(tokens, student_hidden, vocab, True), (tokens, teacher_hidden, vocab, False)]
 
-    def bytes_moved(self, params, dtype, mode) -> int:
-        """``lm_head_bytes`` of the trained student head and the frozen teacher head; the targets read as int64."""
-        return lm_head_bytes(self._heads(params), dtype, mode, self.dims(params)[0])
+    def index_reads(self, params) -> int:
+        """The targets."""
+        return self.dims(params)[0]
 
     def flops(self, params, mode) -> int:
         """The heads' GEMMs plus ``PER_LOGIT`` for each of the tokens x vocab logit pairs."""
         tokens, _, _, vocab = self.dims(params)
         fwd, bwd = PER_LOGIT[self.kind]
-        extra = {"forward": fwd, "backward": bwd, "full": fwd + bwd}[mode] * tokens * vocab
-        return lm_head_flops(self._heads(params), mode, 0, 0) + extra
-
-    def matmul_shapes(self, params) -> list[tuple[int, int, int]]:
-        return lm_head_matmuls(self._heads(params))
+        return lm_head_flops(self.heads(params), mode, 0, 0) + per_mode(fwd, bwd, mode) * tokens * vocab

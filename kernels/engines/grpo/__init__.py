@@ -30,17 +30,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
+from kernels._adapter import Built
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies
-from kernels.engines.lm_head import (
-    compiled_on,
-    liger_chunked_loss,
-    liger_label,
-    linear_weight,
-    lm_head_bytes,
-    lm_head_flops,
-    lm_head_matmuls,
-)
+from kernels.engines.lm_head import LMHeadAdapter, chunked_label, compiled_on, liger_chunked_loss, linear_weight
 
 LEVELS = ("token", "sequence")
 LOSS_TYPE = "bnpo"
@@ -49,9 +41,6 @@ EPSILON_LOW = 0.2
 EPSILON_HIGH = 0.2
 TEMPERATURE = 1.0
 MASK_BYTES = 4
-# Log-softmax (max, exp, sum, log) and the gather a logit forward, for each head; its gradient backward.
-FWD_PER_LOGIT = 4
-BWD_PER_LOGIT = 2
 
 
 def selected_logps(
@@ -102,16 +91,14 @@ def grpo_loss(
     return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-class GRPOAdapter:
-    """``kernels._adapter.RerunAdapter``'s functions for the GRPO loss at ``level``; an ``impl`` module's
-    ``ADAPTER``. A workload's ``importance_sampling_level``, where it names one, must be ``level``."""
+class GRPOAdapter(LMHeadAdapter):
+    """The adapter of the GRPO loss at ``level``. A workload's ``importance_sampling_level``, where it names
+    one, must be ``level``."""
 
-    PROVIDERS = ("liger", "torch")
-    IMPLIED: dict[str, str] = {}
-    OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("x", "weight")
     DETERMINISTIC_INPUTS = ("attention_mask",)
-    REFERENCE_DTYPE = torch.float32
+    # Log-softmax (max, exp, sum, log) and the gather a logit forward, for each head; its gradient backward.
+    FLOPS_PER_LOGIT = (4, 2)
 
     def __init__(
         self,
@@ -184,56 +171,57 @@ class GRPOAdapter:
             self.level,
         )
 
-    def build(self, provider, inputs, params) -> Built:
+    def _liger(self, provider, inputs, params) -> Built:
+        self.dims(params)
+        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
+        passed, weight = {**inputs, **leaves}, leaves["weight"]
+        name = "LigerFusedLinearGRPOLoss"
+        loss = liger_chunked_loss("grpo_loss", name)(
+            beta=BETA,
+            compiled=compiled_on(weight),
+            use_ref_model=True,
+            epsilon_low=EPSILON_LOW,
+            epsilon_high=EPSILON_HIGH,
+            loss_type=LOSS_TYPE,
+            importance_sampling_level=self.level,
+            temperature=TEMPERATURE,
+        )
+
+        def fn():
+            return (loss(
+                passed["x"],
+                weight,
+                passed["selected_token_ids"],
+                passed["attention_mask"],
+                passed["advantages"],
+                ref_input=passed["ref_input"],
+                ref_weight=passed["ref_weight"],
+            )[0],)
+
+        return self.built(fn, leaves, chunked_label(name, weight))
+
+    def _torch(self, provider, inputs, params) -> Built:
         self.dims(params)
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         passed = {**inputs, **leaves}
-        weight = leaves["weight"]
-        if provider == "liger":
-            name = "LigerFusedLinearGRPOLoss"
-            loss = liger_chunked_loss("grpo_loss", name)(
-                beta=BETA,
-                compiled=compiled_on(weight),
-                use_ref_model=True,
-                epsilon_low=EPSILON_LOW,
-                epsilon_high=EPSILON_HIGH,
-                loss_type=LOSS_TYPE,
-                importance_sampling_level=self.level,
-                temperature=TEMPERATURE,
-            )
+        label = (f"PyTorch {torch.__version__} equivalent of the upstream TorchLMHeadGRPO "
+                 f"({LOSS_TYPE}, {self.level}-level importance sampling)")
+        return self.built(lambda: (self._loss(passed),), leaves, label)
 
-            def fn():
-                return (loss(
-                    passed["x"],
-                    weight,
-                    passed["selected_token_ids"],
-                    passed["attention_mask"],
-                    passed["advantages"],
-                    ref_input=passed["ref_input"],
-                    ref_weight=passed["ref_weight"],
-                )[0],)
+    BUILDERS = {"liger": _liger, "torch": _torch}
 
-            return Built(fn, leaves, liger_label(name, weight), self.OUTPUT_NAMES)
-        if provider == "torch":
-            label = (f"PyTorch {torch.__version__} equivalent of the upstream TorchLMHeadGRPO "
-                     f"({LOSS_TYPE}, {self.level}-level importance sampling)")
-            return Built(lambda: (self._loss(passed),), leaves, label, self.OUTPUT_NAMES)
-        raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
-
-    def _heads(self, params) -> list[tuple[int, int, int, bool]]:
+    def heads(self, params) -> list[tuple[int, int, int, bool]]:
         """The policy head (trained) and the reference model's head (no gradients)."""
         batch, seq, hidden, vocab = self.dims(params)
         return [(batch * seq, hidden, vocab, True), (batch * seq, hidden, vocab, False)]
+
+    def index_reads(self, params) -> int:
+        """The selected token ids."""
+        batch, seq, _, _ = self.dims(params)
+        return batch * seq
 
     def bytes_moved(self, params, dtype, mode) -> int:
         """``lm_head_bytes`` of both heads with the token ids read as int64, plus the float32 attention mask
         and the advantages, read by every pass."""
         batch, seq, _, _ = self.dims(params)
-        extra = batch * seq * MASK_BYTES + batch * RERUN_BYTES[dtype]
-        return lm_head_bytes(self._heads(params), dtype, mode, batch * seq) + extra
-
-    def flops(self, params, mode) -> int:
-        return lm_head_flops(self._heads(params), mode, FWD_PER_LOGIT, BWD_PER_LOGIT)
-
-    def matmul_shapes(self, params) -> list[tuple[int, int, int]]:
-        return lm_head_matmuls(self._heads(params))
+        return super().bytes_moved(params, dtype, mode) + batch * seq * MASK_BYTES + batch * RERUN_BYTES[dtype]

@@ -1,4 +1,5 @@
-"""Inputs, Liger loaders and the cost model shared by the LM-head loss adapters (preference and distillation).
+"""Inputs, Liger loaders and the cost model shared by the LM-head loss adapters (preference, KTO, distillation,
+GRPO, fused linear JSD).
 
 Every such loss projects hidden states through an LM head (logits = x @ weight.T) and reduces the logits;
 the GEMMs dominate the pass, so the cost model counts them and a few FLOPs a logit for the reductions.
@@ -11,9 +12,9 @@ import math
 
 import torch
 
-from kernels._adapter import Unavailable
-from kernels._providers import version_label
-from kernels._tensors import RERUN_BYTES
+from kernels._adapter import Adapter, Unavailable
+from kernels._providers import liger_label
+from kernels._tensors import RERUN_BYTES, per_mode
 
 INDEX_BYTES = 8
 LOSS_BYTES = 4
@@ -51,12 +52,13 @@ def compiled_on(device_tensor: torch.Tensor) -> bool:
     return device_tensor.is_cuda
 
 
-def liger_label(
+def chunked_label(
     cls_name: str,
     device_tensor: torch.Tensor,
 ) -> str:
+    """The label of one of Liger's chunked losses, saying whether it runs compiled."""
     how = "torch.compile" if compiled_on(device_tensor) else "eager, no torch.compile off CUDA"
-    return f"Liger-Kernel {version_label('liger-kernel')} {cls_name} (chunked PyTorch, {how})"
+    return liger_label(cls_name, f"chunked PyTorch, {how}")
 
 
 def lm_head_bytes(
@@ -84,7 +86,7 @@ def lm_head_flops(
     heads) plus the reductions' FLOPs a logit (log-softmax, gathers, divergences)."""
     fwd = sum(2 * r * h * v + fwd_per_logit * r * v for r, h, v, _ in heads)
     bwd = sum(4 * r * h * v + bwd_per_logit * r * v for r, h, v, trained in heads if trained)
-    return {"forward": fwd, "backward": bwd, "full": fwd + bwd}[mode]
+    return per_mode(fwd, bwd, mode)
 
 
 def lm_head_matmuls(heads: list[tuple[int, int, int, bool]]) -> list[tuple[int, int, int]]:
@@ -95,3 +97,31 @@ def lm_head_matmuls(heads: list[tuple[int, int, int, bool]]) -> list[tuple[int, 
         if trained:
             shapes += [(rows, hidden, vocab), (vocab, hidden, rows)]
     return shapes
+
+
+class LMHeadAdapter(Adapter):
+    """The adapter of a loss over LM heads: a subclass gives ``heads(params)``, (rows, hidden, vocab, trained)
+    per head, the int64 ``index_reads(params)`` and the reductions' FLOPs a logit (``FLOPS_PER_LOGIT``,
+    forward and backward); the cost model and the GEMM shapes follow from them."""
+
+    OUTPUT_NAMES = ("loss",)
+    # Float64 logits at the rerun sizes (vocab 128256, up to 131072 rows) would not fit beside their
+    # softmax intermediates; float32 (TF32 off) is far more precise than the bfloat16 passes it checks.
+    REFERENCE_DTYPE = torch.float32
+    FLOPS_PER_LOGIT: tuple[int, int]
+
+    def heads(self, params) -> list[tuple[int, int, int, bool]]:
+        raise NotImplementedError
+
+    def index_reads(self, params) -> int:
+        raise NotImplementedError
+
+    def bytes_moved(self, params, dtype, mode) -> int:
+        """``lm_head_bytes`` of the heads, with ``index_reads`` int64 values read."""
+        return lm_head_bytes(self.heads(params), dtype, mode, self.index_reads(params))
+
+    def flops(self, params, mode) -> int:
+        return lm_head_flops(self.heads(params), mode, *self.FLOPS_PER_LOGIT)
+
+    def matmul_shapes(self, params) -> list[tuple[int, int, int]]:
+        return lm_head_matmuls(self.heads(params))

@@ -14,39 +14,25 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Built, Unavailable
-from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
-from kernels.engines.lm_head import (
-    compiled_on,
-    liger_chunked_loss,
-    liger_label,
-    linear_weight,
-    lm_head_bytes,
-    lm_head_flops,
-    lm_head_matmuls,
-)
+from kernels._adapter import Built
+from kernels._tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies
+from kernels.engines.lm_head import LMHeadAdapter, chunked_label, compiled_on, liger_chunked_loss, linear_weight
 from kernels.engines.preference.hf import preference_loss
 
-# Log-softmax (max, exp, sum, log) and the gather a logit forward; its gradient backward.
-FWD_PER_LOGIT = 4
-BWD_PER_LOGIT = 2
 IGNORE_INDEX = -100
 
 
-class PreferenceAdapter:
-    """``kernels._adapter.RerunAdapter``'s functions for one preference loss; an ``impl`` module's ``ADAPTER``.
+class PreferenceAdapter(LMHeadAdapter):
+    """The adapter of one preference loss.
 
     ``kind``: the loss the reference computes ("orpo", "cpo", "simpo"); ``baseline``: the loss upstream's
     huggingface provider computes, with ``baseline_what`` naming it in the label; ``liger``: (module, class)
     under ``liger_kernel.chunked_loss``; ``nll_target``: whether the loss takes ORPO's separate NLL targets.
     """
 
-    PROVIDERS = ("liger", "huggingface")
-    IMPLIED: dict[str, str] = {}
-    OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("x", "weight")
-    DETERMINISTIC_INPUTS: tuple[str, ...] = ()
-    REFERENCE_DTYPE = torch.float32
+    # Log-softmax (max, exp, sum, log) and the gather a logit forward; its gradient backward.
+    FLOPS_PER_LOGIT = (4, 2)
 
     def __init__(
         self,
@@ -66,7 +52,7 @@ class PreferenceAdapter:
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(sequences, seq, hidden, vocab): the spec's rows split into sequences of ``seq`` tokens."""
-        s = required_input_shapes(self.KERNEL, params)
+        s = input_shapes(self.KERNEL, params)
         rows, hidden = s["x"]
         seq = int(params["seq"])
         if rows % seq or (rows // seq) % 2:
@@ -97,42 +83,36 @@ class PreferenceAdapter:
         x, target, nll = self._split(inputs, params)
         return (preference_loss(x, inputs["weight"], target, self.kind, nll_target=nll, ignore_index=IGNORE_INDEX),)
 
-    def build(self, provider, inputs, params) -> Built:
+    def _liger(self, provider, inputs, params) -> Built:
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
-        split = {**inputs, **leaves}
-        weight = leaves["weight"]
-        if provider == "liger":
-            module, name = self.liger
-            loss = liger_chunked_loss(module, name)(ignore_index=IGNORE_INDEX, compiled=compiled_on(weight))
+        split, weight = {**inputs, **leaves}, leaves["weight"]
+        module, name = self.liger
+        loss = liger_chunked_loss(module, name)(ignore_index=IGNORE_INDEX, compiled=compiled_on(weight))
 
-            def fn():
-                x, target, nll = self._split(split, params)
-                extra = {"nll_target": nll} if self.nll_target else {}
-                return (loss(weight, x, target, None, **extra)[0],)
+        def fn():
+            x, target, nll = self._split(split, params)
+            extra = {"nll_target": nll} if self.nll_target else {}
+            return (loss(weight, x, target, None, **extra)[0],)
 
-            return Built(fn, leaves, liger_label(name, weight), self.OUTPUT_NAMES)
-        if provider == "huggingface":
+        return self.built(fn, leaves, chunked_label(name, weight))
 
-            def fn():
-                x, target, nll = self._split(split, params)
-                return (preference_loss(x, weight, target, self.baseline, nll_target=nll, ignore_index=IGNORE_INDEX),)
+    def _huggingface(self, provider, inputs, params) -> Built:
+        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
+        split, weight = {**inputs, **leaves}, leaves["weight"]
 
-            return Built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}",
-                         self.OUTPUT_NAMES)
-        raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
+        def fn():
+            x, target, nll = self._split(split, params)
+            return (preference_loss(x, weight, target, self.baseline, nll_target=nll, ignore_index=IGNORE_INDEX),)
 
-    def _heads(self, params) -> list[tuple[int, int, int, bool]]:
+        return self.built(fn, leaves, f"PyTorch {torch.__version__} equivalent of the upstream {self.baseline_what}")
+
+    BUILDERS = {"liger": _liger, "huggingface": _huggingface}
+
+    def heads(self, params) -> list[tuple[int, int, int, bool]]:
         sequences, seq, hidden, vocab = self.dims(params)
         return [(sequences * seq, hidden, vocab, True)]
 
-    def bytes_moved(self, params, dtype, mode) -> int:
-        """``lm_head_bytes`` of the one trained head; the targets (and NLL targets) read as int64."""
+    def index_reads(self, params) -> int:
+        """The targets, and ORPO's NLL targets."""
         sequences, seq, _, _ = self.dims(params)
-        indices = sequences * seq * (2 if self.nll_target else 1)
-        return lm_head_bytes(self._heads(params), dtype, mode, indices)
-
-    def flops(self, params, mode) -> int:
-        return lm_head_flops(self._heads(params), mode, FWD_PER_LOGIT, BWD_PER_LOGIT)
-
-    def matmul_shapes(self, params) -> list[tuple[int, int, int]]:
-        return lm_head_matmuls(self._heads(params))
+        return sequences * seq * (2 if self.nll_target else 1)
