@@ -10,4 +10,6 @@ imports a family).
 - ``distillation``: the distillation losses' adapter (JSD, cosine).
 - ``grpo``: the GRPO loss's adapter at either importance-sampling level.
 - ``divergence``: the divergences' adapter (KL, JSD, TVD over the vocabulary).
+- ``rowwise``: the adapter of an op over one input's rows (softmax, sparsemax, squared ReLU).
+- ``multi_token_attention``: multi-token attention's inputs, convolution and cost model, dense or sparse.
 """
