@@ -4,7 +4,8 @@ imports a family).
 - ``norm``: KernelIndex's Triton RMSNorm and LayerNorm (kernels, launch settings, autograd) and what their
   two adapters share.
 - ``gated_mlp``: KernelIndex's gated MLP (PyTorch GEMMs around Triton activations) behind GeGLU and SwiGLU,
-  and what their adapters share.
+  and the gated-MLP adapter they (and the tiled MLPs) build on.
+- ``tiled_mlp``: the tiled gated MLP's adapter (tiled GeGLU, tiled SwiGLU): Liger's and DeepSpeed's tiling.
 - ``lm_head``: inputs, Liger loaders and the cost model of every loss over an LM head.
 - ``preference``: the paired preference losses' adapter (ORPO, CPO, SimPO) and their upstream baselines.
 - ``distillation``: the distillation losses' adapter (JSD, cosine).
