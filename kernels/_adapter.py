@@ -175,18 +175,23 @@ def adapter_problems(adapter: object) -> list[str]:
         want, got = _parameter_names(getattr(RerunAdapter, name)), _parameter_names(fn)
         if got != want:
             problems.append(f"{name} takes ({', '.join(got)}), expected ({', '.join(want)})")
-    missing = [p for p in getattr(adapter, "PROVIDERS", ()) if p not in getattr(adapter, "BUILDERS", {})]
-    if isinstance(adapter, Adapter) and missing:
-        problems.append(f"no builder for {', '.join(missing)}")
+    if isinstance(adapter, Adapter):
+        unbuilt = [p for p in adapter.PROVIDERS if p not in adapter.BUILDERS]
+        if unbuilt:
+            problems.append(f"no builder for {', '.join(unbuilt)}")
     return problems
 
 
 def load_adapter(kernel: str) -> RerunAdapter:
     """The rerun adapter of ``kernel``, ``kernels.<kernel>.impl.ADAPTER``; AdapterError naming what it lacks if
     it falls short."""
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    adapter = getattr(module, "ADAPTER", module)
-    problems = adapter_problems(adapter)
+    adapter = getattr(importlib.import_module(f"kernels.{kernel}.impl"), "ADAPTER", None)
+    if adapter is None:
+        problems = ["missing ADAPTER"]
+    elif not isinstance(adapter, Adapter):
+        problems = [f"ADAPTER is a {type(adapter).__name__}, not a kernels._adapter.Adapter"]
+    else:
+        problems = adapter_problems(adapter)
     if not problems and adapter.KERNEL != kernel:
         problems.append(f"KERNEL is {adapter.KERNEL!r}, expected {kernel!r}")
     if problems:

@@ -62,20 +62,3 @@ def torch_compiled(module, x):
             leaf.grad = None
     return compiled
 
-
-# TRANSITIONAL: the older helpers, until every adapter is converted.
-LIGER_TRITON_NEEDS = "liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)"
-LIGER_TRITON_NEEDS_ON_CPU = LIGER_NEEDS
-
-
-def liger_triton_attr(device_tensor, module, name, needs=LIGER_TRITON_NEEDS, *, package="liger_kernel.transformers",
-                      what="liger_kernel"):
-    if not device_tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable(needs)
-    return liger_attr(device_tensor, module, name, package=package, what=what)
-
-
-def liger_attr_cuda(device_tensor, module, name):
-    if not device_tensor.is_cuda:
-        raise Unavailable("liger_kernel needs a CUDA device")
-    return liger_attr(device_tensor, module, name)

@@ -35,6 +35,21 @@ def randn(shape, dtype: torch.dtype, gen: torch.Generator, device, scale: float 
     return t.to(dtype)
 
 
+class Draws:
+    """Seeded inputs of one workload: the spec's ``shapes``, one generator ``gen`` seeded with the seed (every
+    draw advances it, so their order is part of the inputs), the run's ``dtype``."""
+
+    def __init__(self, kernel: str, params: Mapping[str, object], dtype: str, seed: int, device):
+        self.shapes = input_shapes(kernel, params)
+        self.gen = generator(seed, device)
+        self.dtype = RERUN_DTYPES[dtype]
+        self.device = device
+
+    def normal(self, name: str, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        """The input ``name`` drawn from a normal distribution (``randn``)."""
+        return randn(self.shapes[name], self.dtype, self.gen, self.device, scale, shift)
+
+
 def numel(shape) -> int:
     return int(math.prod(int(d) for d in shape))
 
@@ -80,14 +95,3 @@ def per_mode(forward: int, backward: int, mode: str) -> int:
     """A pass's figure from its forward and backward ones: ``full`` is both."""
     return {"forward": forward, "backward": backward, "full": forward + backward}[mode]
 
-
-# TRANSITIONAL: the older helpers, until every adapter is converted.
-BYTES_PER_ELEMENT = DTYPE_BYTES
-required_input_shapes = input_shapes
-
-
-def torch_dtype(name):
-    try:
-        return RERUN_DTYPES[name]
-    except KeyError:
-        raise ValueError(f"unsupported dtype name {name!r}") from None

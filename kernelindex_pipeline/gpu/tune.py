@@ -21,7 +21,7 @@ import time
 import torch
 
 from kernels._adapter import Unavailable, load_adapter
-from kernels._tensors import as_tuple, leaf_copies, torch_dtype
+from kernels._tensors import RERUN_DTYPES, as_tuple, leaf_copies
 from kernels.engines.gated_mlp import gated_mlp
 from kernels.engines.gated_mlp.settings import MLP_ASSEMBLY
 from kernels.engines.norm import norm_backward, norm_forward
@@ -150,7 +150,7 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
         if shapes is not None and i not in shapes:
             continue
         gen = torch.Generator(device="cuda").manual_seed(1)
-        td = torch_dtype(dtype)
+        td = RERUN_DTYPES[dtype]
         x = torch.randn(rows, hidden, device="cuda", generator=gen).to(td)
         w = (torch.randn(hidden, device="cuda", generator=gen) * 0.1 + 1).to(td)
         b = (torch.randn(hidden, device="cuda", generator=gen) * 0.1).to(td)

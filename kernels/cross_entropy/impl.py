@@ -86,13 +86,8 @@ class CrossEntropy(Adapter):
         gradient, write the logits' gradient. Full: those inputs once, the loss and the gradient once."""
         tokens, vocab = self.dims(params)
         e = RERUN_BYTES[dtype]
-        logits = tokens * vocab * e
-        target = tokens * INDEX_BYTES
-        return {
-            "forward": logits + target + e,
-            "backward": logits + target + e + logits,
-            "full": logits + target + e + e + logits,
-        }[mode]
+        logits, reads = tokens * vocab * e, tokens * (vocab * e + INDEX_BYTES) + e
+        return {"forward": reads, "backward": reads + logits, "full": reads + e + logits}[mode]
 
     def flops(self, params, mode) -> int:
         """Per logit: forward 4 (running max, subtract, exp, sum); backward 3 (exp, divide by the sum, scale)."""

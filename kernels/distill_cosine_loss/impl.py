@@ -11,12 +11,7 @@ from __future__ import annotations
 
 from kernels.engines.distillation import DistillAdapter
 
-ADAPTER = DistillAdapter(
-    "distill_cosine_loss",
-    kind="cosine",
-    liger=("cosine_similarity_loss", "LigerFusedLinearCosineSimilarityLoss"),
-    liger_beta=0.5,
-    baseline_beta=1.0,
-    baseline_masked=False,
-    baseline_what="TorchCosineSimilarityLoss (HFCosineLoss, beta 1.0)",
-)
+ADAPTER = DistillAdapter("distill_cosine_loss", kind="cosine",
+                         liger=("cosine_similarity_loss", "LigerFusedLinearCosineSimilarityLoss"),
+                         liger_beta=0.5, baseline_beta=1.0, baseline_masked=False,
+                         baseline_what="TorchCosineSimilarityLoss (HFCosineLoss, beta 1.0)")

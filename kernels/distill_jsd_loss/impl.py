@@ -8,12 +8,6 @@ from __future__ import annotations
 
 from kernels.engines.distillation import DistillAdapter
 
-ADAPTER = DistillAdapter(
-    "distill_jsd_loss",
-    kind="jsd",
-    liger=("jsd_loss", "LigerFusedLinearJSDLoss"),
-    liger_beta=0.5,
-    baseline_beta=0.5,
-    baseline_masked=True,
-    baseline_what="TorchJSDLoss (HFJSDLoss, beta 0.5)",
-)
+ADAPTER = DistillAdapter("distill_jsd_loss", kind="jsd", liger=("jsd_loss", "LigerFusedLinearJSDLoss"),
+                         liger_beta=0.5, baseline_beta=0.5, baseline_masked=True,
+                         baseline_what="TorchJSDLoss (HFJSDLoss, beta 0.5)")

@@ -19,7 +19,7 @@ import torch
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label, torch_compiled
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, numel, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 # The layers' parameters, in the order the spec lists them; beta only when the workload's beta is on.
 PARAMETERS = ("alpha", "gamma", "beta")
@@ -50,16 +50,10 @@ class DyT(Adapter):
     REFERENCE_DTYPE = torch.float64
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        s = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        inputs = {
-            "x": randn(s["x"], td, gen, device),
-            "alpha": randn(s["alpha"], td, gen, device, scale=0.1, shift=0.5),
-            "gamma": randn(s["gamma"], td, gen, device, scale=0.1, shift=1.0),
-        }
-        if "beta" in s:
-            inputs["beta"] = randn(s["beta"], td, gen, device, scale=0.1)
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        inputs = {"x": d.normal("x"), "alpha": d.normal("alpha", 0.1, 0.5), "gamma": d.normal("gamma", 0.1, 1.0)}
+        if "beta" in d.shapes:
+            inputs["beta"] = d.normal("beta", 0.1)
         return inputs
 
     def reference(self, inputs, params):

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 from kernels.engines.preference import PreferenceAdapter
 
-ADAPTER = PreferenceAdapter(
-    "fused_linear_cpo_loss",
-    kind="cpo",
-    baseline="cpo",
-    baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid)",
-    liger=("cpo_loss", "LigerFusedLinearCPOLoss"),
-)
+ADAPTER = PreferenceAdapter("fused_linear_cpo_loss", kind="cpo", baseline="cpo",
+                            baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid)",
+                            liger=("cpo_loss", "LigerFusedLinearCPOLoss"))

@@ -8,11 +8,6 @@ from __future__ import annotations
 
 from kernels.engines.preference import PreferenceAdapter
 
-ADAPTER = PreferenceAdapter(
-    "fused_linear_orpo_loss",
-    kind="orpo",
-    baseline="orpo",
-    baseline_what="HF ORPO loss (TorchLMHeadORPO)",
-    liger=("orpo_loss", "LigerFusedLinearORPOLoss"),
-    nll_target=True,
-)
+ADAPTER = PreferenceAdapter("fused_linear_orpo_loss", kind="orpo", baseline="orpo",
+                            baseline_what="HF ORPO loss (TorchLMHeadORPO)",
+                            liger=("orpo_loss", "LigerFusedLinearORPOLoss"), nll_target=True)

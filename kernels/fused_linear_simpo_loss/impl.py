@@ -11,9 +11,5 @@ from __future__ import annotations
 from kernels.engines.preference import PreferenceAdapter
 
 ADAPTER = PreferenceAdapter(
-    "fused_linear_simpo_loss",
-    kind="simpo",
-    baseline="cpo",
-    baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid), the huggingface baseline benchmark_simpo_loss.py runs",
-    liger=("simpo_loss", "LigerFusedLinearSimPOLoss"),
-)
+    "fused_linear_simpo_loss", kind="simpo", baseline="cpo", liger=("simpo_loss", "LigerFusedLinearSimPOLoss"),
+    baseline_what="HF CPO loss (TorchLMHeadCPO, sigmoid), the huggingface baseline benchmark_simpo_loss.py runs")

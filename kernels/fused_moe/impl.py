@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, randn
 
 WEIGHT_SCALE = 0.02
 INDEX_BYTES = 4
@@ -58,16 +58,14 @@ class FusedMoE(Adapter):
         return s["x"][0], hidden, intermediate, experts, int(params["top_k"])
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        s = input_shapes(self.KERNEL, params)
         tokens, _, _, experts, top_k = self.dims(params)
-        td = RERUN_DTYPES[dtype]
-        gen = generator(seed, device)
-        x = randn(s["x"], td, gen, device)
-        w_gate_up = randn(s["w_gate_up"], td, gen, device, scale=WEIGHT_SCALE)
-        w_down = randn(s["w_down"], td, gen, device, scale=WEIGHT_SCALE)
-        logits = randn((tokens, experts), torch.float32, gen, device)
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        x = d.normal("x")
+        w_gate_up = d.normal("w_gate_up", WEIGHT_SCALE)
+        w_down = d.normal("w_down", WEIGHT_SCALE)
+        logits = randn((tokens, experts), torch.float32, d.gen, device)
         top_k_index = torch.topk(logits, top_k, dim=-1).indices
-        top_k_weights = torch.softmax(torch.gather(logits, 1, top_k_index), dim=-1).to(td)
+        top_k_weights = torch.softmax(torch.gather(logits, 1, top_k_index), dim=-1).to(d.dtype)
         return {
             "x": x,
             "w_gate_up": w_gate_up,

@@ -25,7 +25,7 @@ import torch
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, numel, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, numel, per_mode
 
 # The upstream modules' defaults, used where a workload leaves them out.
 KERNEL_SIZE = 7
@@ -75,10 +75,8 @@ class FusedNeighborhoodAttention(Adapter):
         return batch, heads, seq, head_dim
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        s = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        return {name: randn(s[name], td, gen, device, scale=QKV_STD) for name in ("q", "k", "v")}
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        return {name: d.normal(name, QKV_STD) for name in ("q", "k", "v")}
 
     def reference(self, inputs, params):
         """Dense attention with every key outside the query's window masked to -inf before the softmax."""

@@ -12,7 +12,7 @@ import torch
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, module_pass, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, module_pass, per_mode
 
 # The upstream script's extra benchmark config, used where a workload leaves them out.
 CHANNELS_PER_GROUP = 4
@@ -34,14 +34,8 @@ class GroupNorm(Adapter):
     REFERENCE_DTYPE = torch.float64
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        s = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        return {
-            "x": randn(s["x"], td, gen, device),
-            "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0),
-            "bias": randn(s["bias"], td, gen, device, scale=0.1),
-        }
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        return {"x": d.normal("x"), "weight": d.normal("weight", 0.1, 1.0), "bias": d.normal("bias", 0.1)}
 
     def reference(self, inputs, params):
         x, w, b = inputs["x"], inputs["weight"], inputs["bias"]

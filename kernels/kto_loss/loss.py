@@ -54,20 +54,9 @@ def kto_losses(
     return 1 - torch.sigmoid(beta * (logratios - kl) * sign)
 
 
-def kto_loss(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    ref_x: torch.Tensor,
-    ref_weight: torch.Tensor,
-    ref_bias: torch.Tensor | None,
-    target: torch.Tensor,
-    chosen: torch.Tensor,
-    kl: torch.Tensor,
-    beta: float,
-    ignore_index: int,
-    average: bool = False,
-) -> torch.Tensor:
+def kto_loss(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ref_x: torch.Tensor,
+             ref_weight: torch.Tensor, ref_bias: torch.Tensor | None, target: torch.Tensor, chosen: torch.Tensor,
+             kl: torch.Tensor, beta: float, ignore_index: int, average: bool = False) -> torch.Tensor:
     """The mean KTO loss of the sequences of x (sequences, seq, hidden), both heads' logits upcast to float32
     before the log-softmax, as ``LigerFusedLinearKTOLoss`` computes it (``average`` False: summed
     log-probabilities, Liger's default); the reference head is a constant (no gradients)."""
@@ -77,19 +66,9 @@ def kto_loss(
     return kto_losses(policy - ref, kl, chosen, beta).mean()
 
 
-def hf_kto_loss(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    ref_x: torch.Tensor,
-    ref_weight: torch.Tensor,
-    ref_bias: torch.Tensor | None,
-    target: torch.Tensor,
-    chosen: torch.Tensor,
-    kl: torch.Tensor,
-    beta: float,
-    ignore_index: int,
-) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+def hf_kto_loss(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ref_x: torch.Tensor,
+                ref_weight: torch.Tensor, ref_bias: torch.Tensor | None, target: torch.Tensor, chosen: torch.Tensor,
+                kl: torch.Tensor, beta: float, ignore_index: int) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """``HFKTOLoss.get_batch_loss_metrics`` as the script calls it: (loss, metrics).
 
     Averaged log-probabilities (the method's default); the policy logits upcast to float32, the reference

@@ -125,14 +125,9 @@ class MegatronCrossEntropy(Adapter):
         targets and the loss's gradient and writes the logits' gradient; full reads and writes each once."""
         seq, batch, vocab = self.dims(params)
         tokens = seq * batch
-        logits = tokens * vocab * RERUN_BYTES[dtype]
-        target = tokens * INDEX_BYTES
-        loss = tokens * LOSS_BYTES
-        return {
-            "forward": logits + target + loss,
-            "backward": logits + target + loss + logits,
-            "full": logits + target + loss + loss + logits,
-        }[mode]
+        logits, loss = tokens * vocab * RERUN_BYTES[dtype], tokens * LOSS_BYTES
+        reads = logits + tokens * INDEX_BYTES + loss
+        return {"forward": reads, "backward": reads + logits, "full": reads + loss + logits}[mode]
 
     def flops(self, params, mode) -> int:
         """Per logit: forward 4 (running max, subtract, exp, sum); backward 3 (exp, divide by the sum, scale)."""

@@ -15,7 +15,7 @@ import torch
 
 from kernels._adapter import Adapter, Built, Unavailable
 from kernels._providers import liger_attr, liger_label, version_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, module_pass, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, module_pass, per_mode
 
 EPS = 1e-6
 
@@ -43,11 +43,8 @@ class MegatronRMSNorm(Adapter):
     REFERENCE_DTYPE = torch.float64
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        s = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        return {"x": randn(s["x"], td, gen, device),
-                "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0)}
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        return {"x": d.normal("x"), "weight": d.normal("weight", 0.1, 1.0)}
 
     def reference(self, inputs, params):
         x = inputs["x"]

@@ -23,6 +23,7 @@ is far more precise than the bfloat16 passes it checks.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -133,6 +134,7 @@ def hf_distill_loss(
     return w_hard * hard + w_soft * soft
 
 
+@dataclass(frozen=True)
 class DistillAdapter(LMHeadAdapter):
     """The adapter of one distillation loss.
 
@@ -142,25 +144,15 @@ class DistillAdapter(LMHeadAdapter):
     ``baseline_what`` names that class in the label.
     """
 
-    GRAD_INPUTS = ("student_x", "student_weight")
+    KERNEL: str
+    kind: str
+    liger: tuple[str, str]
+    liger_beta: float
+    baseline_beta: float
+    baseline_masked: bool
+    baseline_what: str
 
-    def __init__(
-        self,
-        kernel: str,
-        kind: str,
-        liger: tuple[str, str],
-        liger_beta: float,
-        baseline_beta: float,
-        baseline_masked: bool,
-        baseline_what: str,
-    ):
-        self.KERNEL = kernel
-        self.kind = kind
-        self.liger = liger
-        self.liger_beta = liger_beta
-        self.baseline_beta = baseline_beta
-        self.baseline_masked = baseline_masked
-        self.baseline_what = baseline_what
+    GRAD_INPUTS = ("student_x", "student_weight")
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(tokens, student hidden, teacher hidden, vocab) from the spec's shapes."""

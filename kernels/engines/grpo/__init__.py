@@ -27,6 +27,8 @@ passes it checks. It is ``grpo_loss``, the ``torch`` provider's arithmetic, on f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
@@ -91,6 +93,7 @@ def grpo_loss(
     return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+@dataclass(frozen=True)
 class GRPOAdapter(LMHeadAdapter):
     """The adapter of the GRPO loss at ``level``. A workload's ``importance_sampling_level``, where it names
     one, must be ``level``."""
@@ -100,15 +103,13 @@ class GRPOAdapter(LMHeadAdapter):
     # Log-softmax (max, exp, sum, log) and the gather a logit forward, for each head; its gradient backward.
     FLOPS_PER_LOGIT = (4, 2)
 
-    def __init__(
-        self,
-        kernel: str,
-        level: str,
-    ):
-        if level not in LEVELS:
-            raise ValueError(f"{kernel}: unknown importance sampling level {level!r}; expected one of {LEVELS}")
-        self.KERNEL = kernel
-        self.level = level
+    KERNEL: str
+    level: str
+
+    def __post_init__(self):
+        if self.level not in LEVELS:
+            raise ValueError(f"{self.KERNEL}: unknown importance sampling level {self.level!r}; "
+                             f"expected one of {LEVELS}")
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(batch, seq, hidden, vocab) of a workload; ValueError where its level is not this family's."""

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, numel, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 # The masked-out value upstream's PyTorch modules and Liger's kernels write before the activation.
 MASK_VALUE = -1e9
@@ -55,14 +55,12 @@ class MultiTokenAttentionAdapter(Adapter):
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         """Scores from a standard normal and the weight uniform within 1/sqrt(fan_in), as
         ``kaiming_uniform_(a=sqrt(5))`` draws it; drawn in float32 then cast, as upstream casts its module."""
-        s = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        scores = randn(s["scores"], td, gen, device)
-        _, c_in_per_group, kh, kw = s["weight"]
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        scores = d.normal("scores")
+        _, c_in_per_group, kh, kw = d.shapes["weight"]
         bound = 1.0 / math.sqrt(c_in_per_group * kh * kw)
-        weight = torch.rand(s["weight"], generator=gen, device=device, dtype=torch.float32)
-        return {"scores": scores, "weight": ((2 * weight - 1) * bound).to(td)}
+        weight = torch.rand(d.shapes["weight"], generator=d.gen, device=device, dtype=torch.float32)
+        return {"scores": scores, "weight": ((2 * weight - 1) * bound).to(d.dtype)}
 
     def liger_module(self, inputs, params, sparse: bool):
         """``LigerMultiTokenAttention`` with the inputs' weight and a zero bias; Unavailable where it cannot

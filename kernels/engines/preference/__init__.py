@@ -12,6 +12,8 @@ logits alone would exceed the GPU, and float32 is far more precise than the bflo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from kernels._adapter import Built
@@ -22,6 +24,7 @@ from kernels.engines.preference.hf import preference_loss
 IGNORE_INDEX = -100
 
 
+@dataclass(frozen=True)
 class PreferenceAdapter(LMHeadAdapter):
     """The adapter of one preference loss.
 
@@ -30,25 +33,16 @@ class PreferenceAdapter(LMHeadAdapter):
     under ``liger_kernel.chunked_loss``; ``nll_target``: whether the loss takes ORPO's separate NLL targets.
     """
 
+    KERNEL: str
+    kind: str
+    baseline: str
+    baseline_what: str
+    liger: tuple[str, str]
+    nll_target: bool = False
+
     GRAD_INPUTS = ("x", "weight")
     # Log-softmax (max, exp, sum, log) and the gather a logit forward; its gradient backward.
     FLOPS_PER_LOGIT = (4, 2)
-
-    def __init__(
-        self,
-        kernel: str,
-        kind: str,
-        baseline: str,
-        baseline_what: str,
-        liger: tuple[str, str],
-        nll_target: bool = False,
-    ):
-        self.KERNEL = kernel
-        self.kind = kind
-        self.baseline = baseline
-        self.baseline_what = baseline_what
-        self.liger = liger
-        self.nll_target = nll_target
 
     def dims(self, params) -> tuple[int, int, int, int]:
         """(sequences, seq, hidden, vocab): the spec's rows split into sequences of ``seq`` tokens."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from kernels._adapter import Adapter, Built
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, numel, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 
 class RowwiseAdapter(Adapter):
@@ -23,7 +23,7 @@ class RowwiseAdapter(Adapter):
         return input_shapes(self.KERNEL, params)["x"]
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        return {"x": randn(self.shape(params), RERUN_DTYPES[dtype], generator(seed, device), device)}
+        return {"x": Draws(self.KERNEL, params, dtype, seed, device).normal("x")}
 
     def pass_of(self, op, inputs, label: str) -> Built:
         """A pass of ``op`` over a fresh leaf copy of x."""
