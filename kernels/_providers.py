@@ -43,6 +43,16 @@ def liger_label(name: str, how: str = "") -> str:
     return f"Liger-Kernel {version_label('liger-kernel')} {name}" + (f" ({how})" if how else "")
 
 
+def transformers_or(module: str, name: str, equivalent, what: str):
+    """(``name`` from Transformers' ``module``, its label), or (``equivalent``, labelled as the PyTorch
+    equivalent of ``what``) where Transformers or the name cannot be imported."""
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 - without Transformers, its arithmetic in PyTorch
+        return equivalent, f"PyTorch equivalent of Transformers {what}"
+    return found, f"Transformers {version_label('transformers')} {what}"
+
+
 def torch_compiled(module, x):
     """``torch.compile(module)`` with default inductor settings, as upstream's scripts build it.
 

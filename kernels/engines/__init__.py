@@ -12,5 +12,6 @@ imports a family).
 - ``grpo``: the GRPO loss's adapter at either importance-sampling level.
 - ``divergence``: the divergences' adapter (KL, JSD, TVD over the vocabulary).
 - ``rowwise``: the adapter of an op over one input's rows (softmax, sparsemax, squared ReLU).
+- ``rotary``: the rotary embeddings' adapter (RoPE, Llama 4 RoPE, Qwen2-VL M-RoPE).
 - ``multi_token_attention``: multi-token attention's inputs, convolution and cost model, dense or sparse.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.engines.divergence import LOG_SOFTMAX, SOFTMAX, DivergenceAdapter
+from kernels.engines.divergence import LOG_SOFTMAX, SOFTMAX, DivergenceAdapter, reduce
 
 
 class KLDiv(DivergenceAdapter):
@@ -28,15 +28,7 @@ class KLDiv(DivergenceAdapter):
 
     def reference(self, inputs, params) -> tuple[torch.Tensor]:
         log_q, p = inputs["input"], inputs["target"]
-        pointwise = torch.xlogy(p, p) - p * log_q
-        reduction = self.reduction(params)
-        if reduction == "none":
-            return (pointwise,)
-        if reduction == "sum":
-            return (pointwise.sum(),)
-        if reduction == "mean":
-            return (pointwise.mean(),)
-        return (pointwise.sum() / log_q.shape[0],)
+        return (reduce(torch.xlogy(p, p) - p * log_q, self.reduction(params)),)
 
     def liger_kwargs(self, params) -> dict:
         return {"reduction": self.reduction(params)}

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label, version_label
 from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, numel, per_mode, randn
+from kernels._tensors import Draws, input_shapes
+from kernels.engines.rotary import RotaryAdapter
 from kernels.llama4_rope.ops import llama4_rope
 
 ROPE_THETA = 500000.0
@@ -33,21 +33,15 @@ def torch_apply_rotary_emb(xq, xk, freqs_cis):
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
 
-class Llama4RoPE(Adapter):
+class Llama4RoPE(RotaryAdapter):
     KERNEL = "llama4_rope"
     PROVIDERS = ("kernelindex", "liger", "huggingface")
-    OUTPUT_NAMES = ("q", "k")
-    GRAD_INPUTS = ("q", "k")
     DETERMINISTIC_INPUTS = ("freqs_cis",)
-    REFERENCE_DTYPE = torch.float64
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
-        shapes = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        q = randn(shapes["q"], td, gen, device)
-        k = randn(shapes["k"], td, gen, device)
-        return {"q": q, "k": k, "freqs_cis": freqs_cis_for(shapes["q"][1], shapes["q"][3], device)}
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        q, k = d.normal("q"), d.normal("k")
+        return {"q": q, "k": k, "freqs_cis": freqs_cis_for(d.shapes["q"][1], d.shapes["q"][3], device)}
 
     def reference(self, inputs, params) -> tuple[torch.Tensor, torch.Tensor]:
         """Complex multiply in the inputs' precision (the comparator upcasts to float64 / complex128)."""
@@ -60,49 +54,32 @@ class Llama4RoPE(Adapter):
 
         return rot(q), rot(k)
 
-    def _rotation(self, rotate, inputs, label: str) -> Built:
-        """A pass of ``rotate(q, k, freqs_cis)`` over fresh leaf copies of q and k."""
-        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
-        f = inputs["freqs_cis"]
-        return self.built(lambda: rotate(leaves["q"], leaves["k"], f), leaves, label)
+    def _kernelindex(self, provider, inputs, params):
+        return self.rotation(llama4_rope, inputs, "KernelIndex Triton llama4 RoPE (fwd+bwd)")
 
-    def _kernelindex(self, provider, inputs, params) -> Built:
-        return self._rotation(llama4_rope, inputs, "KernelIndex Triton llama4 RoPE (fwd+bwd)")
+    def _liger(self, provider, inputs, params):
+        return self.rotation(liger_attr(inputs["q"], "llama4_rope", "liger_llama4_text_rotary_pos_emb"), inputs,
+                             liger_label("liger_llama4_text_rotary_pos_emb"))
 
-    def _liger(self, provider, inputs, params) -> Built:
-        rotate = liger_attr(inputs["q"], "llama4_rope", "liger_llama4_text_rotary_pos_emb")
-        return self._rotation(rotate, inputs, liger_label("liger_llama4_text_rotary_pos_emb"))
-
-    def _huggingface(self, provider, inputs, params) -> Built:
+    def _huggingface(self, provider, inputs, params):
         try:
             from transformers.models.llama4.modeling_llama4 import apply_rotary_emb
         except Exception:  # noqa: BLE001 - without Transformers, its arithmetic in PyTorch
-            return self._rotation(torch_apply_rotary_emb, inputs,
-                                  "PyTorch equivalent of Transformers llama4 apply_rotary_emb")
-        return self._rotation(apply_rotary_emb, inputs,
-                              f"Transformers {version_label('transformers')} llama4 apply_rotary_emb")
+            return self.rotation(torch_apply_rotary_emb, inputs,
+                                 "PyTorch equivalent of Transformers llama4 apply_rotary_emb")
+        return self.rotation(apply_rotary_emb, inputs,
+                             f"Transformers {version_label('transformers')} llama4 apply_rotary_emb")
 
-    def _torch(self, provider, inputs, params) -> Built:
-        return self._rotation(torch_apply_rotary_emb, inputs, "PyTorch complex multiply (eager)")
+    def _torch(self, provider, inputs, params):
+        return self.rotation(torch_apply_rotary_emb, inputs, "PyTorch complex multiply (eager)")
 
     # "torch" is built for the CPU tests; upstream's Llama 4 RoPE runs compare the other three.
     BUILDERS = {"kernelindex": _kernelindex, "liger": _liger, "huggingface": _huggingface, "torch": _torch}
 
-    def bytes_moved(self, params, dtype, mode) -> int:
-        """Forward: read q, k, freqs; write q', k'. Backward: read dq', dk', freqs; write dq, dk.
-        Full: every distinct input once (q, k, freqs, dq', dk') and every output once (q', k', dq, dk)."""
-        shapes = input_shapes(self.KERNEL, params)
-        e = RERUN_BYTES[dtype]
-        qb, kb = numel(shapes["q"]) * e, numel(shapes["k"]) * e
-        fb = shapes["q"][1] * shapes["q"][3] // 2 * DTYPE_BYTES["complex64"]
-        one = 2 * (qb + kb) + fb
-        return {"forward": one, "backward": one, "full": 2 * one - fb}[mode]
-
-    def flops(self, params, mode) -> int:
-        """A complex multiply is 6 real operations per pair (4 mul + 2 add)."""
-        shapes = input_shapes(self.KERNEL, params)
-        pairs = (numel(shapes["q"]) + numel(shapes["k"])) // 2
-        return per_mode(6 * pairs, 6 * pairs, mode)
+    def table_bytes(self, params, dtype) -> int:
+        """The complex64 frequencies [seq, head_dim / 2]."""
+        q = input_shapes(self.KERNEL, params)["q"]
+        return q[1] * q[3] // 2 * DTYPE_BYTES["complex64"]
 
 
 ADAPTER = Llama4RoPE()

@@ -91,9 +91,8 @@ class MultiTokenAttention(MultiTokenAttentionAdapter):
                               liger_label("LigerMultiTokenAttention's cuTile function"))
 
     def _torch(self, provider, inputs, params) -> Built:
-        label = (f"PyTorch {torch.__version__} equivalent of upstream benchmark_multi_token_attention.py's "
-                 "TorchMultiTokenAttention")
-        return self.torch_built(torch_multi_token_attention, inputs, params, label)
+        return self.torch_built(torch_multi_token_attention, inputs, params,
+                                "benchmark_multi_token_attention.py's TorchMultiTokenAttention")
 
     BUILDERS = {"liger": _liger, "liger_triton": _liger_triton, "liger_cutile": _liger_cutile, "torch": _torch}
 

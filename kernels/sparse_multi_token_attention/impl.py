@@ -85,9 +85,8 @@ class SparseMultiTokenAttention(MultiTokenAttentionAdapter):
         return self.module_built(module, module.weight, inputs, liger_label("LigerMultiTokenAttention(sparse=True)"))
 
     def _torch(self, provider, inputs, params) -> Built:
-        label = (f"PyTorch {torch.__version__} equivalent of upstream benchmark_sparse_multi_token_attention.py's "
-                 "TorchSparseMultiTokenAttention")
-        return self.torch_built(torch_sparse_multi_token_attention, inputs, params, label)
+        return self.torch_built(torch_sparse_multi_token_attention, inputs, params,
+                                "benchmark_sparse_multi_token_attention.py's TorchSparseMultiTokenAttention")
 
     BUILDERS = {"liger": _liger, "torch": _torch}
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built, Unavailable
 from kernels._providers import liger_attr, liger_label, version_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, leaf_copies, numel, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, leaf_copies, numel
 from kernels.engines.gated_mlp.activation import ACT_GELU_TANH
 from kernels.engines.gated_mlp.function import blas_label, gated_mlp
 
@@ -79,15 +79,13 @@ class GatedMLPAdapter(Adapter):
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         """x, and the three weights scaled 1/sqrt(fan_in)."""
-        shapes = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        hidden, inter = shapes["w_up"][1], shapes["w_up"][0]
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        inter, hidden = d.shapes["w_up"]
         return {
-            "x": randn(shapes["x"], td, gen, device),
-            "w_gate": randn(shapes["w_gate"], td, gen, device, scale=1.0 / math.sqrt(hidden)),
-            "w_up": randn(shapes["w_up"], td, gen, device, scale=1.0 / math.sqrt(hidden)),
-            "w_down": randn(shapes["w_down"], td, gen, device, scale=1.0 / math.sqrt(inter)),
+            "x": d.normal("x"),
+            "w_gate": d.normal("w_gate", 1.0 / math.sqrt(hidden)),
+            "w_up": d.normal("w_up", 1.0 / math.sqrt(hidden)),
+            "w_down": d.normal("w_down", 1.0 / math.sqrt(inter)),
         }
 
     def reference(self, inputs, params) -> tuple[torch.Tensor]:

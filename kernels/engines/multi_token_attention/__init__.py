@@ -91,16 +91,17 @@ class MultiTokenAttentionAdapter(Adapter):
         scores = leaf(inputs["scores"])
         return self.built(lambda: (forward(scores),), {"scores": scores, "weight": weight}, label)
 
-    def torch_built(self, attention, inputs, params, label: str) -> Built:
-        """A pass of ``attention(scores, weight, bias, params)`` (upstream's PyTorch module restated) over fresh
-        leaf copies of the scores and the weight, with the zero bias upstream's module starts with (a leaf that
-        takes gradients; None without bias)."""
+    def torch_built(self, attention, inputs, params, upstream: str) -> Built:
+        """A pass of ``attention(scores, weight, bias, params)``, the ``forward`` of the PyTorch module the
+        upstream script names ``upstream`` (``script's Class``) restated, over fresh leaf copies of the scores
+        and the weight, with the zero bias that module starts with (a leaf that takes gradients; None without
+        bias)."""
         scores, weight = leaf(inputs["scores"]), leaf(inputs["weight"])
         bias = None
         if conv_config(params)[2]:
             bias = torch.zeros(weight.shape[0], dtype=weight.dtype, device=weight.device, requires_grad=True)
         return self.built(lambda: (attention(scores, weight, bias, params),), {"scores": scores, "weight": weight},
-                          label)
+                          f"PyTorch {torch.__version__} equivalent of upstream {upstream}")
 
     def bytes_moved(self, params, dtype, mode) -> int:
         """Forward reads scores, weight, bias and writes out; backward reads dout, the scores (the

@@ -9,7 +9,7 @@ import torch
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, module_pass, numel, per_mode, randn
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, module_pass, numel, per_mode
 from kernels.engines.norm.function import DEFAULT_EPS
 
 
@@ -34,12 +34,10 @@ class NormAdapter(Adapter):
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         """x normal, the weight near one and the bias near zero, so that their gradients are non-trivial."""
-        s = input_shapes(self.KERNEL, params)
-        gen = generator(seed, device)
-        td = RERUN_DTYPES[dtype]
-        drawn = {"x": randn(s["x"], td, gen, device), "weight": randn(s["weight"], td, gen, device, scale=0.1, shift=1.0)}
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        drawn = {"x": d.normal("x"), "weight": d.normal("weight", 0.1, 1.0)}
         if "bias" in self.weights:
-            drawn["bias"] = randn(s["bias"], td, gen, device, scale=0.1)
+            drawn["bias"] = d.normal("bias", 0.1)
         return drawn
 
     def _liger(self, provider, inputs, params) -> Built:
