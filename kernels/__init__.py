@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from kernels._spec import COMMON_PARAMETER_NAMES, DISPLAY_ORDER, DTYPE_NAMES, KernelSpec, spec
+from kernels._spec import COMMON_PARAMETER_NAMES, DISPLAY_ORDER, DTYPE_BYTES, DTYPE_NAMES, KernelSpec, spec
 
 ENGINES = "engines"
 
@@ -33,5 +33,5 @@ def is_known(kernel: str) -> bool:
     return kernel in REGISTRY
 
 
-__all__ = ["COMMON_PARAMETER_NAMES", "DISPLAY_ORDER", "DTYPE_NAMES", "FAMILIES", "KernelSpec", "REGISTRY",
-           "is_known", "lookup"]
+__all__ = ["COMMON_PARAMETER_NAMES", "DISPLAY_ORDER", "DTYPE_BYTES", "DTYPE_NAMES", "FAMILIES", "KernelSpec",
+           "REGISTRY", "is_known", "lookup"]

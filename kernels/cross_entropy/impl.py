@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode, randn
 
 # Vocabulary sizes of the models upstream's model sweep names (``benchmark_model_configs.MODEL_REGISTRY``).
@@ -31,7 +32,6 @@ MODEL_VOCAB = {
     "deepseek_v2_lite": 102400,
     "deepseek_v3": 129280,
 }
-INDEX_BYTES = 8
 
 
 class CrossEntropy(Adapter):
@@ -86,7 +86,7 @@ class CrossEntropy(Adapter):
         gradient, write the logits' gradient. Full: those inputs once, the loss and the gradient once."""
         tokens, vocab = self.dims(params)
         e = RERUN_BYTES[dtype]
-        logits, reads = tokens * vocab * e, tokens * (vocab * e + INDEX_BYTES) + e
+        logits, reads = tokens * vocab * e, tokens * (vocab * e + DTYPE_BYTES["int64"]) + e
         return {"forward": reads, "backward": reads + logits, "full": reads + e + logits}[mode]
 
     def flops(self, params, mode) -> int:

@@ -19,12 +19,13 @@ import torch
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label, torch_compiled
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 # The layers' parameters, in the order the spec lists them; beta only when the workload's beta is on.
 PARAMETERS = ("alpha", "gamma", "beta")
 # Bytes per parameter element: the script's layers keep float32 parameters whatever x's dtype.
-PARAMETER_BYTES = 4
+PARAMETER_BYTES = DTYPE_BYTES["fp32"]
 
 
 class TorchDyT(torch.nn.Module):

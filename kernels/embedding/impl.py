@@ -10,9 +10,8 @@ import torch
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label, torch_compiled
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, per_mode
-
-INDEX_BYTES = 8
 
 
 class Embedding(Adapter):
@@ -62,7 +61,7 @@ class Embedding(Adapter):
         s = input_shapes(self.KERNEL, params)
         e = RERUN_BYTES[dtype]
         tokens = s["indices"][0] * s["indices"][1]
-        ids = tokens * INDEX_BYTES
+        ids = tokens * DTYPE_BYTES["int64"]
         rows = tokens * s["weight"][1] * e
         table = s["weight"][0] * s["weight"][1] * e
         return {"forward": ids + 2 * rows, "backward": ids + rows + table, "full": ids + 3 * rows + table}[mode]

@@ -19,11 +19,10 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
 
 IGNORE_INDEX = -100
-INDEX_BYTES = 8
-LOSS_BYTES = 4
 
 
 def torch_lm_head_ce(x, weight, target):
@@ -79,9 +78,9 @@ class FusedLinearCrossEntropy(Adapter):
         reads them again and writes dx and dweight; full reads them once and writes the loss, dx and dweight."""
         tokens, hidden, vocab = self.dims(params)
         e = RERUN_BYTES[dtype]
-        xb, wb, tb = tokens * hidden * e, vocab * hidden * e, tokens * INDEX_BYTES
-        reads = xb + wb + tb
-        return {"forward": reads + LOSS_BYTES, "backward": reads + xb + wb, "full": reads + LOSS_BYTES + xb + wb}[mode]
+        xb, wb, tb = tokens * hidden * e, vocab * hidden * e, tokens * DTYPE_BYTES["int64"]
+        reads, loss = xb + wb + tb, DTYPE_BYTES["fp32"]
+        return {"forward": reads + loss, "backward": reads + xb + wb, "full": reads + loss + xb + wb}[mode]
 
     def flops(self, params, mode) -> int:
         """GEMMs at 2 FLOPs a multiply-add (forward: the logits; backward: dx and dweight) plus about 4 FLOPs a

@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built
 from kernels._providers import liger_attr, liger_label
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, randn
 
 WEIGHT_SCALE = 0.02
-INDEX_BYTES = 4
 
 
 def experts_loop(x, w_gate_up, w_down, top_k_index, top_k_weights):
@@ -104,7 +104,7 @@ class FusedMoE(Adapter):
         e = RERUN_BYTES[dtype]
         xb = tokens * hidden * e
         wb = experts * 3 * intermediate * hidden * e
-        route = tokens * top_k * (INDEX_BYTES + e)
+        route = tokens * top_k * (DTYPE_BYTES["int32"] + e)
         routing_grad = tokens * top_k * e
         return {
             "forward": xb + wb + route + xb,

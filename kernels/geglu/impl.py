@@ -6,12 +6,5 @@ from __future__ import annotations
 from kernels.engines.gated_mlp import ACT_GELU_TANH
 from kernels.engines.gated_mlp.rerun import GatedMLPAdapter
 
-
-class GeGLU(GatedMLPAdapter):
-    KERNEL = "geglu"
-    IMPLIED = {"hidden_act": "gelu_pytorch_tanh"}
-    ACTIVATION = ACT_GELU_TANH
-    LIGER = ("geglu", "LigerGEGLUMLP")
-
-
-ADAPTER = GeGLU()
+ADAPTER = GatedMLPAdapter("geglu", IMPLIED={"hidden_act": "gelu_pytorch_tanh"}, ACTIVATION=ACT_GELU_TANH,
+                          LIGER=("geglu", "LigerGEGLUMLP"))

@@ -28,10 +28,9 @@ import math
 import torch
 
 from kernels._adapter import Adapter, Built
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
 from kernels.engines.lm_head import (
-    INDEX_BYTES,
-    LOSS_BYTES,
     chunked_label,
     compiled_on,
     liger_chunked_loss,
@@ -43,7 +42,6 @@ from kernels.kto_loss.loss import hf_kto_loss, kto_loss
 # for the trained head: the log-softmax gradient and the bias gradient's reduction.
 FWD_PER_LOGIT = 5
 BWD_PER_LOGIT = 3
-LABEL_BYTES = 1
 
 
 def _flag(value) -> bool:
@@ -170,9 +168,9 @@ class KTOLoss(Adapter):
         the trained head's weight and bias gradients; full reads once and writes both."""
         batch, seq, hidden, vocab = self.dims(params)
         e, rows = RERUN_BYTES[dtype], batch * seq
-        reads = 2 * (rows * hidden + vocab * hidden + vocab) * e + rows * INDEX_BYTES + batch * LABEL_BYTES + e
-        grads = (vocab * hidden + vocab) * e
-        return {"forward": reads + LOSS_BYTES, "backward": reads + grads, "full": reads + LOSS_BYTES + grads}[mode]
+        reads = 2 * (rows * hidden + vocab * hidden + vocab) * e + rows * DTYPE_BYTES["int64"] + batch * DTYPE_BYTES["bool"] + e
+        grads, loss = (vocab * hidden + vocab) * e, DTYPE_BYTES["fp32"]
+        return {"forward": reads + loss, "backward": reads + grads, "full": reads + loss + grads}[mode]
 
     def flops(self, params, mode) -> int:
         """GEMMs at 2 FLOPs a multiply-add (forward: both heads' logits; backward: the trained head's weight

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-from kernels._providers import liger_attr, liger_label, version_label
 from kernels._spec import DTYPE_BYTES
 from kernels._tensors import Draws, input_shapes
 from kernels.engines.rotary import RotaryAdapter
@@ -35,8 +34,11 @@ def torch_apply_rotary_emb(xq, xk, freqs_cis):
 
 class Llama4RoPE(RotaryAdapter):
     KERNEL = "llama4_rope"
-    PROVIDERS = ("kernelindex", "liger", "huggingface")
     DETERMINISTIC_INPUTS = ("freqs_cis",)
+    KERNELINDEX = (llama4_rope, "KernelIndex Triton llama4 RoPE (fwd+bwd)")
+    LIGER = ("llama4_rope", "liger_llama4_text_rotary_pos_emb")
+    TRANSFORMERS = ("transformers.models.llama4.modeling_llama4", "apply_rotary_emb", "llama4 apply_rotary_emb")
+    EQUIVALENT = staticmethod(torch_apply_rotary_emb)
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         d = Draws(self.KERNEL, params, dtype, seed, device)
@@ -53,28 +55,6 @@ class Llama4RoPE(RotaryAdapter):
             return torch.view_as_real(xc * f).flatten(3)
 
         return rot(q), rot(k)
-
-    def _kernelindex(self, provider, inputs, params):
-        return self.rotation(llama4_rope, inputs, "KernelIndex Triton llama4 RoPE (fwd+bwd)")
-
-    def _liger(self, provider, inputs, params):
-        return self.rotation(liger_attr(inputs["q"], "llama4_rope", "liger_llama4_text_rotary_pos_emb"), inputs,
-                             liger_label("liger_llama4_text_rotary_pos_emb"))
-
-    def _huggingface(self, provider, inputs, params):
-        try:
-            from transformers.models.llama4.modeling_llama4 import apply_rotary_emb
-        except Exception:  # noqa: BLE001 - without Transformers, its arithmetic in PyTorch
-            return self.rotation(torch_apply_rotary_emb, inputs,
-                                 "PyTorch equivalent of Transformers llama4 apply_rotary_emb")
-        return self.rotation(apply_rotary_emb, inputs,
-                             f"Transformers {version_label('transformers')} llama4 apply_rotary_emb")
-
-    def _torch(self, provider, inputs, params):
-        return self.rotation(torch_apply_rotary_emb, inputs, "PyTorch complex multiply (eager)")
-
-    # "torch" is built for the CPU tests; upstream's Llama 4 RoPE runs compare the other three.
-    BUILDERS = {"kernelindex": _kernelindex, "liger": _liger, "huggingface": _huggingface, "torch": _torch}
 
     def table_bytes(self, params, dtype) -> int:
         """The complex64 frequencies [seq, head_dim / 2]."""

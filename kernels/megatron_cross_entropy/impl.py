@@ -29,11 +29,9 @@ import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built, Unavailable
 from kernels._providers import liger_attr, liger_label, version_label
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode, randn
 
-INDEX_BYTES = 8
-# Every provider returns the per-token loss in float32.
-LOSS_BYTES = 4
 
 
 def per_token(logits, target):
@@ -121,12 +119,12 @@ class MegatronCrossEntropy(Adapter):
                 "megatron": _megatron_fused, "torch": _torch}
 
     def bytes_moved(self, params, dtype, mode) -> int:
-        """Forward reads logits and targets and writes the float32 per-token loss; backward reads the logits,
+        """Forward reads logits and targets and writes the per-token loss (float32 from every provider); backward reads the logits,
         targets and the loss's gradient and writes the logits' gradient; full reads and writes each once."""
         seq, batch, vocab = self.dims(params)
         tokens = seq * batch
-        logits, loss = tokens * vocab * RERUN_BYTES[dtype], tokens * LOSS_BYTES
-        reads = logits + tokens * INDEX_BYTES + loss
+        logits, loss = tokens * vocab * RERUN_BYTES[dtype], tokens * DTYPE_BYTES["fp32"]
+        reads = logits + tokens * DTYPE_BYTES["int64"] + loss
         return {"forward": reads, "backward": reads + logits, "full": reads + loss + logits}[mode]
 
     def flops(self, params, mode) -> int:

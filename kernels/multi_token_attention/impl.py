@@ -18,13 +18,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Built, Unavailable
 from kernels._providers import liger_attr, liger_label
-from kernels.engines.multi_token_attention import (
-    MASK_VALUE,
-    MultiTokenAttentionAdapter,
-    causal_mask,
-    conv_config,
-    masked_conv,
-)
+from kernels.engines.multi_token_attention import MASK_VALUE, MultiTokenAttentionAdapter, causal_mask, conv_config
 
 CUTILE_MODULE = "liger_kernel.ops.cutile.ops.multi_token_attention"
 
@@ -62,11 +56,9 @@ class MultiTokenAttention(MultiTokenAttentionAdapter):
     # sum, subtract, product).
     ACTIVATION_FLOPS = (5, 4)
 
-    def reference(self, inputs, params):
-        scores, weight = inputs["scores"], inputs["weight"]
-        mask = causal_mask(scores.shape[-1], scores.device)
-        probs = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        return (masked_conv(probs, weight, None, params),)
+    def activation(self, scores, mask):
+        """The softmax over each query's keys, the future masked to -inf."""
+        return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
 
     def _liger(self, provider, inputs, params) -> Built:
         module = self.liger_module(inputs, params, sparse=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from kernels._providers import liger_attr, liger_label, version_label
 from kernels._tensors import Draws
 from kernels.engines.rotary import RotaryAdapter, rotate_half
 from kernels.rope.ops import rope
@@ -31,8 +30,11 @@ def torch_apply_rotary_pos_emb(q, k, cos, sin):
 
 class RoPE(RotaryAdapter):
     KERNEL = "rope"
-    PROVIDERS = ("kernelindex", "liger", "huggingface")
     DETERMINISTIC_INPUTS = ("cos", "sin")
+    KERNELINDEX = (rope, "KernelIndex Triton RoPE (fwd+bwd)")
+    LIGER = ("rope", "liger_rotary_pos_emb")
+    TRANSFORMERS = ("transformers.models.llama.modeling_llama", "apply_rotary_pos_emb", "llama apply_rotary_pos_emb")
+    EQUIVALENT = staticmethod(torch_apply_rotary_pos_emb)
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         d = Draws(self.KERNEL, params, dtype, seed, device)
@@ -42,28 +44,6 @@ class RoPE(RotaryAdapter):
 
     def reference(self, inputs, params):
         return torch_apply_rotary_pos_emb(inputs["q"], inputs["k"], inputs["cos"], inputs["sin"])
-
-    def _kernelindex(self, provider, inputs, params):
-        return self.rotation(rope, inputs, "KernelIndex Triton RoPE (fwd+bwd)")
-
-    def _liger(self, provider, inputs, params):
-        return self.rotation(liger_attr(inputs["q"], "rope", "liger_rotary_pos_emb"), inputs,
-                             liger_label("liger_rotary_pos_emb"))
-
-    def _huggingface(self, provider, inputs, params):
-        try:
-            from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-        except Exception:  # noqa: BLE001 - without Transformers, its arithmetic in PyTorch
-            return self.rotation(torch_apply_rotary_pos_emb, inputs,
-                                 "PyTorch equivalent of Transformers llama apply_rotary_pos_emb")
-        return self.rotation(apply_rotary_pos_emb, inputs,
-                             f"Transformers {version_label('transformers')} llama apply_rotary_pos_emb")
-
-    def _torch(self, provider, inputs, params):
-        return self.rotation(torch_apply_rotary_pos_emb, inputs, "PyTorch eager rotate_half")
-
-    # "torch" is built for the CPU tests; upstream's RoPE runs compare the other three.
-    BUILDERS = {"kernelindex": _kernelindex, "liger": _liger, "huggingface": _huggingface, "torch": _torch}
 
 
 ADAPTER = RoPE()

@@ -16,13 +16,7 @@ import torch.nn.functional as F
 
 from kernels._adapter import Built, Unavailable
 from kernels._providers import liger_label
-from kernels.engines.multi_token_attention import (
-    MASK_VALUE,
-    MultiTokenAttentionAdapter,
-    causal_mask,
-    conv_config,
-    masked_conv,
-)
+from kernels.engines.multi_token_attention import MASK_VALUE, MultiTokenAttentionAdapter, causal_mask, conv_config
 
 # Where upstream's PyTorch module takes a sorted score for one that was masked.
 MASKED_BELOW = -1e8
@@ -72,11 +66,9 @@ class SparseMultiTokenAttention(MultiTokenAttentionAdapter):
     # mask).
     ACTIVATION_FLOPS = (6, 4)
 
-    def reference(self, inputs, params):
-        scores, weight = inputs["scores"], inputs["weight"]
-        mask = causal_mask(scores.shape[-1], scores.device)
-        probs = sparsemax(scores.masked_fill(~mask, MASK_VALUE))
-        return (masked_conv(probs, weight, None, params),)
+    def activation(self, scores, mask):
+        """The sparsemax over each query's keys, the future masked to the (finite) mask value."""
+        return sparsemax(scores.masked_fill(~mask, MASK_VALUE))
 
     def _liger(self, provider, inputs, params) -> Built:
         if inputs["scores"].dtype != torch.float32:

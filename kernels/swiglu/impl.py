@@ -6,12 +6,5 @@ from __future__ import annotations
 from kernels.engines.gated_mlp import ACT_SILU
 from kernels.engines.gated_mlp.rerun import GatedMLPAdapter
 
-
-class SwiGLU(GatedMLPAdapter):
-    KERNEL = "swiglu"
-    IMPLIED = {"hidden_act": "silu"}
-    ACTIVATION = ACT_SILU
-    LIGER = ("swiglu", "LigerSwiGLUMLP")
-
-
-ADAPTER = SwiGLU()
+ADAPTER = GatedMLPAdapter("swiglu", IMPLIED={"hidden_act": "silu"}, ACTIVATION=ACT_SILU,
+                          LIGER=("swiglu", "LigerSwiGLUMLP"))

@@ -7,13 +7,5 @@ from __future__ import annotations
 from kernels.engines.gated_mlp import ACT_GELU_TANH
 from kernels.engines.tiled_mlp import TiledMLPAdapter
 
-
-class TiledGeGLU(TiledMLPAdapter):
-    KERNEL = "tiled_geglu"
-    IMPLIED = {"hidden_act": "gelu_pytorch_tanh", "activation_type": "geglu"}
-    ACTIVATION = ACT_GELU_TANH
-    LIGER = ("geglu", "LigerGEGLUMLP")
-    LIGER_TILED = "LigerTiledGEGLUMLP"
-
-
-ADAPTER = TiledGeGLU()
+ADAPTER = TiledMLPAdapter("tiled_geglu", IMPLIED={"hidden_act": "gelu_pytorch_tanh", "activation_type": "geglu"},
+                          ACTIVATION=ACT_GELU_TANH, LIGER=("geglu", "LigerGEGLUMLP"), LIGER_TILED="LigerTiledGEGLUMLP")

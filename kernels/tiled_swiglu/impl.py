@@ -6,13 +6,5 @@ from __future__ import annotations
 from kernels.engines.gated_mlp import ACT_SILU
 from kernels.engines.tiled_mlp import TiledMLPAdapter
 
-
-class TiledSwiGLU(TiledMLPAdapter):
-    KERNEL = "tiled_swiglu"
-    IMPLIED = {"hidden_act": "silu", "activation_type": "swiglu"}
-    ACTIVATION = ACT_SILU
-    LIGER = ("swiglu", "LigerSwiGLUMLP")
-    LIGER_TILED = "LigerTiledSwiGLUMLP"
-
-
-ADAPTER = TiledSwiGLU()
+ADAPTER = TiledMLPAdapter("tiled_swiglu", IMPLIED={"hidden_act": "silu", "activation_type": "swiglu"},
+                          ACTIVATION=ACT_SILU, LIGER=("swiglu", "LigerSwiGLUMLP"), LIGER_TILED="LigerTiledSwiGLUMLP")

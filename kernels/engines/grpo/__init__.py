@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels._adapter import Built
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies
 from kernels.engines.lm_head import LMHeadAdapter, chunked_label, compiled_on, liger_chunked_loss, linear_weight
 
@@ -42,7 +43,6 @@ BETA = 0.1
 EPSILON_LOW = 0.2
 EPSILON_HIGH = 0.2
 TEMPERATURE = 1.0
-MASK_BYTES = 4
 
 
 def selected_logps(
@@ -225,4 +225,4 @@ class GRPOAdapter(LMHeadAdapter):
         """``lm_head_bytes`` of both heads with the token ids read as int64, plus the float32 attention mask
         and the advantages, read by every pass."""
         batch, seq, _, _ = self.dims(params)
-        return super().bytes_moved(params, dtype, mode) + batch * seq * MASK_BYTES + batch * RERUN_BYTES[dtype]
+        return super().bytes_moved(params, dtype, mode) + batch * seq * DTYPE_BYTES["fp32"] + batch * RERUN_BYTES[dtype]

@@ -14,10 +14,9 @@ import torch
 
 from kernels._adapter import Adapter, Unavailable
 from kernels._providers import liger_label
+from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, per_mode
 
-INDEX_BYTES = 8
-LOSS_BYTES = 4
 
 
 def linear_weight(
@@ -71,9 +70,10 @@ def lm_head_bytes(
     Forward reads every x and weight and ``index_reads`` int64 targets and writes the loss; backward reads
     them again and writes dx and dweight of the trained heads; full reads once and writes both."""
     e = RERUN_BYTES[dtype]
-    reads = sum((rows * hidden + vocab * hidden) * e for rows, hidden, vocab, _ in heads) + index_reads * INDEX_BYTES
+    reads = sum((rows * hidden + vocab * hidden) * e for rows, hidden, vocab, _ in heads) + index_reads * DTYPE_BYTES["int64"]
     grads = sum((rows * hidden + vocab * hidden) * e for rows, hidden, vocab, trained in heads if trained)
-    return {"forward": reads + LOSS_BYTES, "backward": reads + grads, "full": reads + LOSS_BYTES + grads}[mode]
+    loss = DTYPE_BYTES["fp32"]
+    return {"forward": reads + loss, "backward": reads + grads, "full": reads + loss + grads}[mode]
 
 
 def lm_head_flops(

@@ -43,8 +43,9 @@ def masked_conv(probs, weight, bias, params) -> torch.Tensor:
 
 
 class MultiTokenAttentionAdapter(Adapter):
-    """A multi-token attention adapter; a subclass sets ``KERNEL``, its activation's FLOPs a score
-    (``ACTIVATION_FLOPS``: forward, backward) and its builders. No GEMMs: a convolution C_in / groups *
+    """A multi-token attention adapter; a subclass sets ``KERNEL``, its builders and its activation: the
+    reference's (``activation``, over the scores with the causal mask) and its FLOPs a score
+    (``ACTIVATION_FLOPS``: forward, backward). No GEMMs: a convolution C_in / groups *
     kernel^2 deep (36 upstream) is bound by the [seq, seq] maps it reads and writes, not by a GEMM rate."""
 
     OUTPUT_NAMES = ("out",)
@@ -61,6 +62,14 @@ class MultiTokenAttentionAdapter(Adapter):
         bound = 1.0 / math.sqrt(c_in_per_group * kh * kw)
         weight = torch.rand(d.shapes["weight"], generator=d.gen, device=device, dtype=torch.float32)
         return {"scores": scores, "weight": ((2 * weight - 1) * bound).to(d.dtype)}
+
+    def activation(self, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def reference(self, inputs, params):
+        scores, weight = inputs["scores"], inputs["weight"]
+        probs = self.activation(scores, causal_mask(scores.shape[-1], scores.device))
+        return (masked_conv(probs, weight, None, params),)
 
     def liger_module(self, inputs, params, sparse: bool):
         """``LigerMultiTokenAttention`` with the inputs' weight and a zero bias; Unavailable where it cannot

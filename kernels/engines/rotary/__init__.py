@@ -4,9 +4,12 @@ cost model (``RotaryAdapter``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from kernels._adapter import Adapter, Built
+from kernels._providers import liger_attr, liger_label, transformers_or
 from kernels._tensors import RERUN_BYTES, input_shapes, leaf_copies, numel, per_mode
 
 
@@ -17,18 +20,40 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class RotaryAdapter(Adapter):
-    """A rotary embedding's adapter: a subclass sets ``KERNEL``, its tables (``DETERMINISTIC_INPUTS``) and its
-    builders, each a ``rotation``."""
+    """A rotary embedding's adapter, each provider a ``rotation`` of q and k by the tables
+    (``DETERMINISTIC_INPUTS``). A subclass sets ``KERNEL`` and its tables, and either its own builders or the
+    functions the ones here take: ``KERNELINDEX`` (KernelIndex's op and its label), ``LIGER`` (module and
+    function under ``liger_kernel.transformers``), ``TRANSFORMERS`` (module and function, and what to call
+    it) and ``EQUIVALENT`` (Transformers' arithmetic in PyTorch, where Transformers is not importable)."""
 
     OUTPUT_NAMES = ("q", "k")
     GRAD_INPUTS = ("q", "k")
     REFERENCE_DTYPE = torch.float64
+    KERNELINDEX: tuple[Callable, str]
+    LIGER: tuple[str, str]
+    TRANSFORMERS: tuple[str, str, str]
+    EQUIVALENT: Callable
 
     def rotation(self, rotate, inputs, label: str, *extra) -> Built:
         """A pass of ``rotate(q, k, *tables, *extra)`` over fresh leaf copies of q and k."""
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         tables = [inputs[name] for name in self.DETERMINISTIC_INPUTS]
         return self.built(lambda: rotate(leaves["q"], leaves["k"], *tables, *extra), leaves, label)
+
+    def _kernelindex(self, provider, inputs, params) -> Built:
+        op, label = self.KERNELINDEX
+        return self.rotation(op, inputs, label)
+
+    def _liger(self, provider, inputs, params) -> Built:
+        module, name = self.LIGER
+        return self.rotation(liger_attr(inputs["q"], module, name), inputs, liger_label(name))
+
+    def _huggingface(self, provider, inputs, params) -> Built:
+        module, name, what = self.TRANSFORMERS
+        rotate, label = transformers_or(module, name, self.EQUIVALENT, what)
+        return self.rotation(rotate, inputs, label)
+
+    BUILDERS = {"kernelindex": _kernelindex, "liger": _liger, "huggingface": _huggingface}
 
     def table_bytes(self, params, dtype) -> int:
         """Bytes of the tables, as the spec lists them in the run's dtype."""

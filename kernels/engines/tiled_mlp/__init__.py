@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -154,13 +155,13 @@ def llama_mlp(hidden: int, intermediate: int, act: int, hidden_act: str):
     return LlamaMLP(config), f"Transformers {version_label('transformers')} LlamaMLP"
 
 
+@dataclass(frozen=True, eq=False)
 class TiledMLPAdapter(GatedMLPAdapter):
     """A tiled gated MLP's adapter: ``GatedMLPAdapter``'s inputs, reference, Transformers baseline and cost
     model (the MLP's GEMM FLOPs, the same for every provider: the tiled providers' recomputed forward is their
-    cost, not the workload's), with the tiled providers; a subclass also sets ``LIGER_TILED``, Liger's tiled
-    class in ``liger_kernel.transformers.tiled_mlp``."""
+    cost, not the workload's), with the tiled providers; ``LIGER_TILED`` is Liger's tiled class in
+    ``liger_kernel.transformers.tiled_mlp``."""
 
-    PROVIDERS = ("liger_tiled", "liger", "liger_triton", "deepspeed_tiled", "huggingface")
     LIGER_TILED: str
 
     def _config(self, inputs) -> SimpleNamespace:
