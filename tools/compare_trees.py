@@ -1,11 +1,13 @@
-"""KernelIndex's own kernels from this tree against those of another checkout, timed side by side.
+"""A developer tool: KernelIndex's own kernels from this tree against those of another checkout, timed side by
+side on a CUDA machine.
 
 A change that should leave the kernels alone (a restructuring, a move between modules) is checked by
 timing both trees' ``kernelindex`` provider on the same inputs with the harness's interleaved repetitions
 (`harness.measure_latency`), in one process, so that the session's clocks and temperature weigh on both
-alike. The other tree's ``kernels`` package is loaded as ``baseline_kernels`` (its own imports renamed).
+alike. The other tree's ``kernels`` package is loaded as ``baseline_kernels`` (its own imports renamed); its
+adapters may be ``impl`` modules' ``ADAPTER`` or, in older trees, the modules themselves.
 
-    python -m kernelindex_pipeline.gpu.compare_trees --baseline OTHER_CHECKOUT --out compare.json
+    python -m tools.compare_trees --baseline OTHER_CHECKOUT --out compare.json
 
 Each workload and pass is timed ``--rounds`` times; the report gives per pass the ratio of this tree's
 median to the baseline's, the median of the rounds and their range.
@@ -62,7 +64,8 @@ def compare(baseline_package: str, kernels: list[str], rounds: int) -> list[dict
     rows = []
     for target in targets_named("all", kernels):
         own = load_adapter(target["kernel"])
-        baseline = importlib.import_module(f"{baseline_package}.{target['kernel']}.impl")
+        module = importlib.import_module(f"{baseline_package}.{target['kernel']}.impl")
+        baseline = getattr(module, "ADAPTER", module)
         adapter = SideBySide(own, baseline)
         ratios: dict[str, list[float]] = {mode: [] for mode in target["modes"]}
         medians: dict[str, list[tuple[int, int]]] = {mode: [] for mode in target["modes"]}
@@ -90,10 +93,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="*", default=None, help="default: every kernel with a kernelindex provider")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    from kernelindex_pipeline.gpu.targets import covered_kernels
+    import kernels as families
     from kernels._adapter import load_adapter
 
-    kernels = args.kernels or [k for k in covered_kernels() if OWN in load_adapter(k).PROVIDERS]
+    kernels = args.kernels or [k for k in families.FAMILIES if OWN in load_adapter(k).PROVIDERS]
     with tempfile.TemporaryDirectory() as scratch:
         rows = compare(load_baseline_kernels(args.baseline, Path(scratch)), kernels, args.rounds)
     args.out.write_text(json.dumps({"kernels": kernels, "rounds": args.rounds, "passes": rows}, indent=1))
