@@ -16,7 +16,8 @@ from typing import Protocol
 
 import pyarrow as pa
 
-API_VERSION = "kernelindex.dev/v1alpha1"
+from kernelindex_pipeline.identity import API_VERSION
+
 KIND = "Attestation"
 TYPES = ("reproduction", "note")
 # A reproduction's figures, converted to the unit its metric is stored in (`runs.unit`).

@@ -92,49 +92,37 @@ def ingest(sources: list[str]) -> dict:
     from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
     from kernelindex_pipeline.defs.schedules import INGEST_JOB, range_tags, register_revisions
     from kernelindex_pipeline.definitions import build_definitions
-    from kernelindex_pipeline.sources import SourceError
+    from kernelindex_pipeline.sources import SourceError, listed_once
 
     wh = Warehouse()
-    try:
-        upstream = UpstreamResource.resolved(locations=sources)
-        listed = upstream.list_revisions(cache_dir=wh.home / "http-cache")
-    except SourceError as exc:
-        raise CliError(f"cannot list upstream revisions: {exc}") from exc
-    if not listed:
-        raise CliError(f"no upstream revision found in {', '.join(upstream.resolved_locations())}")
-    published, fingerprint, derived = {}, None, None
-    if wh.exists():
-        with wh.reader() as con:
-            published = dict(con.execute("SELECT revision_key, state FROM snapshots").fetchall())
-            state = dict(con.execute("SELECT key, any_value(value) FROM ingest_state WHERE key IN (?, ?) GROUP BY 1",
-                                     [steps.EVIDENCE_KEY, steps.DERIVED_KEY]).fetchall())
-            fingerprint, derived = state.get(steps.EVIDENCE_KEY), state.get(steps.DERIVED_KEY)
-    landed = {r["revision_key"] for r in wh.landed()}
-    todo = steps.still_to_fetch([r.key for r in listed], published)
-    pending = landed - set(published)
-    resource = WarehouseResource.resolved()
-    evidence_changed = fingerprint != steps.evidence_fingerprint(resource.evidence_path(), resource.attestations_path())
-    # A home whose derived tables were computed another way is republished even with nothing new.
-    recompute = wh.exists() and derived != steps.DERIVED_VERSION
-    if not todo and not pending and not evidence_changed and not recompute:
-        return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
+    with listed_once():  # the job's fetch step reads this command's listing of upstream
+        try:
+            upstream = UpstreamResource.resolved(locations=sources)
+            revisions = upstream.list_revisions(cache_dir=wh.home / "http-cache")
+        except SourceError as exc:
+            raise CliError(f"cannot list upstream revisions: {exc}") from exc
+        listed = [r.key for r in revisions]
+        if not listed:
+            raise CliError(f"no upstream revision found in {', '.join(upstream.resolved_locations())}")
+        resource = WarehouseResource.resolved()
+        new = steps.news(wh, listed, resource.evidence_path(), resource.attestations_path())
+        if not new.anything:
+            return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
 
-    _progress(f"materializing {len(todo) or len(listed)} upstream revision(s) through Dagster…")
-    with wh.writer_lock():  # the first write: a home that cannot be written says so here
-        instance = _dagster_instance(wh)
+        _progress(f"materializing {len(new.to_fetch) or len(listed)} upstream revision(s) through Dagster…")
+        with wh.writer_lock():  # the first write: a home that cannot be written says so here
+            instance = _dagster_instance(wh)
+            with _dagster_storage(instance):
+                keys = register_revisions(instance, listed)  # two ingests must not both add keys
+        defs = build_definitions(locations=upstream.resolved_locations())
         with _dagster_storage(instance):
-            keys = register_revisions(instance, [r.key for r in listed])  # two ingests must not both add keys
-    unpublished = steps.still_to_fetch(keys, published)
-    run_keys = keys[keys.index(unpublished[0]):] if unpublished else keys[-1:]
-    defs = build_definitions(locations=upstream.resolved_locations())
-    with _dagster_storage(instance):
-        result = defs.resolve_job_def(INGEST_JOB).execute_in_process(
-            instance=instance, tags=range_tags(run_keys), run_config=QUIET_LOGS, raise_on_error=False
-        )
+            result = defs.resolve_job_def(INGEST_JOB).execute_in_process(
+                instance=instance, tags=range_tags(new.run_keys(keys)), run_config=QUIET_LOGS, raise_on_error=False
+            )
     if not result.success:
         raise CliError(f"ingest failed, previous warehouse kept: {_failure_message(result)}")
-    return {"new_revisions": len(todo), "ran": True, "revisions": len(listed), "run_id": result.run_id,
-            "refused": sum(1 for r in listed if r.refused and r.key in todo)}
+    return {"new_revisions": len(new.to_fetch), "ran": True, "revisions": len(listed), "run_id": result.run_id,
+            "refused": sum(1 for r in revisions if r.refused and r.key in new.to_fetch)}
 
 
 # The run a reader's identifier names: a run id or external id; an identifier KernelIndex published that is
@@ -255,12 +243,14 @@ def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> li
     """One run of the GPU job per kernel family (its partition), within one device-time budget shared by
     all of them; each run publishes what it measured. Returns the Dagster run ids."""
     warnings.filterwarnings("ignore")
-    from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB, cuda_available, partition_kernels
+    import kernels
+    from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB
     from kernelindex_pipeline.definitions import build_definitions
+    from kernelindex_pipeline.gpu.rerun import cuda_available
 
     if not cuda_available():
         raise CliError(NO_CUDA)
-    known = partition_kernels()
+    known = list(kernels.FAMILIES)
     unknown = [k for k in kernels if k not in known]
     if unknown:
         raise CliError(f"no rerun adapter for {', '.join(unknown)}; covered: {', '.join(known)}")

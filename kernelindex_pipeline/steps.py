@@ -98,6 +98,48 @@ def known_revisions(wh: Warehouse) -> dict[str, str]:
     return known
 
 
+@dataclass(frozen=True)
+class News:
+    """What an ingest has to do, against the warehouse as it stands: the revisions upstream lists whose bytes
+    are not stored yet (``to_fetch``), landed revisions not published yet (``to_publish``), whether the evidence
+    or attestation files changed since the last publication, and whether the derived tables were computed
+    another way (``recompute``)."""
+
+    to_fetch: list[str]
+    to_publish: set[str]
+    evidence_changed: bool
+    recompute: bool
+    published: dict[str, str]
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.to_fetch or self.to_publish or self.evidence_changed or self.recompute)
+
+    def run_keys(self, keys: list[str]) -> list[str]:
+        """The revision keys (partitions, in order) one ingest run covers: from the first not published yet
+        to the last; the last alone when every one is published."""
+        unpublished = still_to_fetch(keys, self.published)
+        return keys[keys.index(unpublished[0]):] if unpublished else keys[-1:]
+
+
+def news(wh: Warehouse, listed: Sequence[str], evidence_dir: Path, attestations_dir: Path | None = None) -> News:
+    """What is new for the warehouse ``wh``, given the revision keys upstream lists and the evidence and
+    attestation folders a publication would read."""
+    published, state = {}, {}
+    if wh.exists():
+        with wh.reader() as con:
+            published = dict(con.execute("SELECT revision_key, state FROM snapshots").fetchall())
+            state = dict(con.execute("SELECT key, any_value(value) FROM ingest_state WHERE key IN (?, ?) GROUP BY 1",
+                                     [EVIDENCE_KEY, DERIVED_KEY]).fetchall())
+    return News(
+        to_fetch=still_to_fetch(listed, published),
+        to_publish={r["revision_key"] for r in wh.landed()} - set(published),
+        evidence_changed=state.get(EVIDENCE_KEY) != evidence_fingerprint(evidence_dir, attestations_dir),
+        recompute=wh.exists() and state.get(DERIVED_KEY) != DERIVED_VERSION,
+        published=published,
+    )
+
+
 # -- one publication --------------------------------------------------------------------------------
 
 def evidence_fingerprint(directory: Path, attestations_dir: Path | None = None) -> str:

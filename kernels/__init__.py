@@ -1,28 +1,26 @@
-"""Per-kernel knowledge: one module per kernel family, collected into one registry.
+"""Per-kernel knowledge: one package per kernel family, collected into one registry.
 
-Importing this package needs no torch; the rerun implementations live in each covered kernel's
-``impl`` module and are imported only by the GPU rerun code.
+``kernels/<family>/__init__.py`` holds the family's ``SPEC`` (canonical parameter names, title, input
+shapes; no torch) and ``kernels/<family>/impl.py`` its rerun adapter, ``ADAPTER`` (``kernels._adapter``),
+which only the GPU rerun code imports. What several families share lives in the base modules
+(``kernels._*``) and in the engines (``kernels/engines/``); a family imports those, never another family.
 """
 
 from __future__ import annotations
 
-from kernels import attention, gated_mlps, losses, misc, norms, rope_variants
-from kernels._spec import COMMON_PARAMETER_NAMES, DISPLAY_ORDER, DTYPE_NAMES, KernelSpec, spec
-from kernels.cross_entropy import SPEC as CROSS_ENTROPY
-from kernels.geglu import SPEC as GEGLU
-from kernels.layer_norm import SPEC as LAYER_NORM
-from kernels.llama4_rope import SPEC as LLAMA4_ROPE
-from kernels.rms_norm import SPEC as RMS_NORM
-from kernels.rope import SPEC as ROPE
-from kernels.softmax import SPEC as SOFTMAX
-from kernels.swiglu import SPEC as SWIGLU
+import importlib
+import pkgutil
+
+from kernels._spec import COMMON_PARAMETER_NAMES, DISPLAY_ORDER, DTYPE_BYTES, DTYPE_NAMES, KernelSpec, spec
+
+ENGINES = "engines"
+
+# Every family package's name, in name order.
+FAMILIES: tuple[str, ...] = tuple(sorted(
+    info.name for info in pkgutil.iter_modules(__path__) if info.ispkg and info.name != ENGINES))
 
 REGISTRY: dict[str, KernelSpec] = {
-    s.name: s
-    for s in [
-        LLAMA4_ROPE, ROPE, GEGLU, SWIGLU, RMS_NORM, LAYER_NORM, SOFTMAX, CROSS_ENTROPY,
-        *rope_variants.SPECS, *gated_mlps.SPECS, *norms.SPECS, *losses.SPECS, *attention.SPECS, *misc.SPECS,
-    ]
+    name: importlib.import_module(f"{__name__}.{name}").SPEC for name in FAMILIES
 }
 
 
@@ -35,4 +33,5 @@ def is_known(kernel: str) -> bool:
     return kernel in REGISTRY
 
 
-__all__ = ["COMMON_PARAMETER_NAMES", "DISPLAY_ORDER", "DTYPE_NAMES", "KernelSpec", "REGISTRY", "is_known", "lookup"]
+__all__ = ["COMMON_PARAMETER_NAMES", "DISPLAY_ORDER", "DTYPE_BYTES", "DTYPE_NAMES", "FAMILIES", "KernelSpec",
+           "REGISTRY", "is_known", "lookup"]

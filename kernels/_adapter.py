@@ -1,10 +1,10 @@
-"""The rerun adapter contract: what a covered kernel's ``kernels/<kernel>/impl.py`` gives the GPU harness.
+"""The rerun adapter contract: what a kernel family's ``kernels/<kernel>/impl.py`` gives the GPU harness.
 
-A kernel family is *covered* (re-measured on a GPU by ``kernelindex_pipeline.gpu``) when its package has
-an ``impl`` module that satisfies ``RerunAdapter``, or whose ``ADAPTER`` object does (kernels that share
-one family's arithmetic, such as the preference losses, each bind a configured instance of the family's
-class). The harness loads it with ``load_adapter``, which names everything the module lacks; nothing in
-the harness falls back to a default. Importing this module needs no torch.
+Every family's ``impl`` module binds ``ADAPTER``, an instance of a subclass of ``Adapter``, which satisfies
+``RerunAdapter`` (what the harness sees). ``Adapter`` gives what most families share: no implied
+parameters, no deterministic inputs, no GEMMs, and ``build`` dispatching through the family's ``BUILDERS``
+table (provider -> builder), refusing an unknown provider. The harness loads an adapter with
+``load_adapter``, which names everything it lacks. Importing this module needs no torch.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
@@ -48,9 +49,10 @@ class AdapterError(TypeError):
 
 @runtime_checkable
 class RerunAdapter(Protocol):
-    """The module ``kernels/<kernel>/impl.py`` of a covered kernel, as the GPU harness uses it.
+    """A kernel family's rerun adapter (``kernels/<kernel>/impl.py``'s ``ADAPTER``), as the GPU harness uses it.
 
-    Every member is required; a module that lacks one is refused by ``load_adapter``.
+    Every member is required; an adapter that lacks one is refused by ``load_adapter``. ``Adapter`` gives
+    the defaults most families share.
 
     Constants:
 
@@ -83,8 +85,7 @@ class RerunAdapter(Protocol):
     - ``matmul_shapes(params)``: the (m, n, k) GEMM problems of a GEMM-bound pass, whose bf16 rate the
       session measures as the matmul ceiling; ``[]`` for kernels without GEMMs.
 
-    A new kernel family (cross entropy, softmax, KL divergence, ...) is covered by adding its
-    ``impl.py`` with these members; ``tests/test_rerun_adapters.py`` checks every ``impl.py``.
+    ``tests/test_rerun_adapters.py`` checks every family against this contract.
     """
 
     KERNEL: str
@@ -118,14 +119,51 @@ ADAPTER_CONSTANTS: tuple[str, ...] = tuple(RerunAdapter.__annotations__)
 ADAPTER_FUNCTIONS: tuple[str, ...] = tuple(
     name for name, value in vars(RerunAdapter).items() if inspect.isfunction(value) and not name.startswith("_"))
 
+# A builder: (adapter, provider, inputs, params) -> the provider's Built pass, as ``build`` returns it.
+Builder = Callable[["Adapter", str, Mapping[str, "torch.Tensor"], Mapping[str, object]], Built]
+
+
+class Adapter:
+    """The base of every family's adapter: a subclass sets ``KERNEL``, ``OUTPUT_NAMES``, ``GRAD_INPUTS``,
+    ``REFERENCE_DTYPE`` and ``BUILDERS`` and defines ``make_inputs``, ``reference``, ``bytes_moved`` and
+    ``flops`` (``RerunAdapter`` says what each means); it overrides a default here only where the family
+    differs.
+
+    ``BUILDERS`` maps each provider to its builder, a function called as ``build`` is, with the adapter
+    first; ``PROVIDERS`` is its keys, in order, unless the family lists fewer (a builder kept for the CPU
+    tests, say).
+    """
+
+    IMPLIED: Mapping[str, str] = MappingProxyType({})
+    DETERMINISTIC_INPUTS: tuple[str, ...] = ()
+    BUILDERS: Mapping[str, Builder] = MappingProxyType({})
+
+    @property
+    def PROVIDERS(self) -> tuple[str, ...]:  # noqa: N802 - the contract's constant
+        return tuple(self.BUILDERS)
+
+    def build(self, provider: str, inputs: Mapping[str, torch.Tensor], params: Mapping[str, object]) -> Built:
+        builder = self.BUILDERS.get(provider)
+        if builder is None:
+            raise Unavailable(f"unknown provider {provider!r} for {self.KERNEL}")
+        return builder(self, provider, inputs, params)
+
+    def matmul_shapes(self, params: Mapping[str, object]) -> list[tuple[int, int, int]]:
+        """No GEMMs."""
+        return []
+
+    def built(self, fn: Callable[[], tuple], leaves: dict[str, torch.Tensor], label: str) -> Built:
+        """A ``Built`` pass with this family's ``OUTPUT_NAMES``."""
+        return Built(fn, leaves, label, self.OUTPUT_NAMES)
+
 
 def _parameter_names(fn) -> list[str]:
     return [p.name for p in inspect.signature(fn).parameters.values() if p.name != "self"]
 
 
 def adapter_problems(adapter: object) -> list[str]:
-    """What keeps ``adapter`` (an ``impl`` module or its ``ADAPTER``) from satisfying ``RerunAdapter``: missing
-    members, functions that are not callable or take other parameters; empty when it satisfies the contract."""
+    """What keeps ``adapter`` from satisfying ``RerunAdapter``: missing members, functions that are not
+    callable or take other parameters; empty when it satisfies the contract."""
     problems = [f"missing {name}" for name in ADAPTER_CONSTANTS + ADAPTER_FUNCTIONS if not hasattr(adapter, name)]
     for name in ADAPTER_FUNCTIONS:
         fn = getattr(adapter, name, None)
@@ -137,15 +175,23 @@ def adapter_problems(adapter: object) -> list[str]:
         want, got = _parameter_names(getattr(RerunAdapter, name)), _parameter_names(fn)
         if got != want:
             problems.append(f"{name} takes ({', '.join(got)}), expected ({', '.join(want)})")
+    if isinstance(adapter, Adapter):
+        unbuilt = [p for p in adapter.PROVIDERS if p not in adapter.BUILDERS]
+        if unbuilt:
+            problems.append(f"no builder for {', '.join(unbuilt)}")
     return problems
 
 
 def load_adapter(kernel: str) -> RerunAdapter:
-    """The rerun adapter ``kernels.<kernel>.impl`` (or its ``ADAPTER``); AdapterError naming what it lacks if
+    """The rerun adapter of ``kernel``, ``kernels.<kernel>.impl.ADAPTER``; AdapterError naming what it lacks if
     it falls short."""
-    module = importlib.import_module(f"kernels.{kernel}.impl")
-    adapter = getattr(module, "ADAPTER", module)
-    problems = adapter_problems(adapter)
+    adapter = getattr(importlib.import_module(f"kernels.{kernel}.impl"), "ADAPTER", None)
+    if adapter is None:
+        problems = ["missing ADAPTER"]
+    elif not isinstance(adapter, Adapter):
+        problems = [f"ADAPTER is a {type(adapter).__name__}, not a kernels._adapter.Adapter"]
+    else:
+        problems = adapter_problems(adapter)
     if not problems and adapter.KERNEL != kernel:
         problems.append(f"KERNEL is {adapter.KERNEL!r}, expected {kernel!r}")
     if problems:

@@ -1,4 +1,4 @@
-"""Helpers for the other providers an adapter builds: package versions for labels, Liger-Kernel classes,
+"""Helpers for the providers an adapter builds: package versions for labels, Liger-Kernel's classes,
 torch.compile as upstream's scripts call it."""
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ from importlib.metadata import version
 
 from kernels._adapter import Unavailable
 
+# Why a Liger provider is unavailable here: its Triton kernels need a GPU, or Triton's CPU interpreter.
+LIGER_NEEDS = "liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)"
+
 
 def package_version(name: str) -> str | None:
     try:
@@ -17,38 +20,37 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def liger_attr(device_tensor, module: str, name: str):
-    """``name`` from ``liger_kernel.transformers.<module>``; Unavailable off CUDA or when it cannot be imported."""
-    if not device_tensor.is_cuda:
-        raise Unavailable("liger_kernel needs a CUDA device")
-    try:
-        return getattr(importlib.import_module(f"liger_kernel.transformers.{module}"), name)
-    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
-        raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+def version_label(name: str) -> str:
+    """``package_version`` for a label: "(version unknown)" where it is unknown."""
+    found = package_version(name)
+    return "(version unknown)" if found is None else found
 
 
-# Why a Liger provider whose Triton kernels may also run under Triton's CPU interpreter is unavailable.
-LIGER_TRITON_NEEDS = "liger_kernel's Triton kernels need a CUDA device (or TRITON_INTERPRET=1)"
-LIGER_TRITON_NEEDS_ON_CPU = "liger_kernel runs Triton kernels: needs a CUDA device (or TRITON_INTERPRET=1 on CPU)"
-
-
-def liger_triton_attr(device_tensor, module: str, name: str, needs: str = LIGER_TRITON_NEEDS, *,
-                      package: str = "liger_kernel.transformers", what: str = "liger_kernel"):
-    """``name`` from ``<package>.<module>``; as ``liger_attr``, but Triton's CPU interpreter (TRITON_INTERPRET=1)
-    also runs it. Unavailable (``needs``) off CUDA without the interpreter, or (``what`` not importable) when
-    it cannot be imported."""
+def liger_attr(device_tensor, module: str, name: str, *, package: str = "liger_kernel.transformers",
+               what: str = "liger_kernel"):
+    """``name`` from ``<package>.<module>``; Unavailable (``LIGER_NEEDS``) off CUDA unless Triton's CPU
+    interpreter is on (TRITON_INTERPRET=1), or (``what`` not importable) when it cannot be imported."""
     if not device_tensor.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise Unavailable(needs)
+        raise Unavailable(LIGER_NEEDS)
     try:
         return getattr(importlib.import_module(f"{package}.{module}"), name)
     except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
         raise Unavailable(f"{what} not importable: {exc}") from exc
 
 
-def version_label(name: str) -> str:
-    """``package_version`` for a label: "(version unknown)" where it is unknown."""
-    found = package_version(name)
-    return "(version unknown)" if found is None else found
+def liger_label(name: str, how: str = "") -> str:
+    """The label of a Liger-Kernel provider: its version, the class or function ``name``, and ``how`` it runs."""
+    return f"Liger-Kernel {version_label('liger-kernel')} {name}" + (f" ({how})" if how else "")
+
+
+def transformers_or(module: str, name: str, equivalent, what: str):
+    """(``name`` from Transformers' ``module``, its label), or (``equivalent``, labelled as the PyTorch
+    equivalent of ``what``) where Transformers or the name cannot be imported."""
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 - without Transformers, its arithmetic in PyTorch
+        return equivalent, f"PyTorch equivalent of Transformers {what}"
+    return found, f"Transformers {version_label('transformers')} {what}"
 
 
 def torch_compiled(module, x):
@@ -74,3 +76,4 @@ def torch_compiled(module, x):
         for leaf in (x, *module.parameters()):
             leaf.grad = None
     return compiled
+

@@ -60,6 +60,11 @@ DTYPE_NAMES: Mapping[str, str] = {
     "float32": "fp32",
 }
 
+# Bytes per element of each dtype name a spec or an adapter uses.
+DTYPE_BYTES: Mapping[str, int] = {
+    "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int64": 8, "int32": 4, "int8": 1, "bool": 1, "complex64": 8,
+}
+
 # Parameters -> {tensor name: shape}, or {tensor name: (dtype, shape)} for a tensor whose dtype is not the
 # workload's own (integer targets, say).
 TensorShapes = Callable[[Mapping[str, object]], Mapping[str, object]]

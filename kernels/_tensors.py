@@ -1,4 +1,4 @@
-"""Torch helpers the rerun adapters share: dtype names, seeded inputs, shapes from the spec, leaf copies.
+"""Torch helpers the rerun adapters share: dtypes, seeded inputs, shapes from the spec, leaf copies.
 
 Imports torch, so only the GPU rerun code and the adapters import it (never ``kernels`` itself).
 """
@@ -11,22 +11,12 @@ from collections.abc import Mapping
 import torch
 
 import kernels
+from kernels._adapter import Built
+from kernels._spec import DTYPE_BYTES
 
-TORCH_DTYPES: Mapping[str, torch.dtype] = {
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-    "fp32": torch.float32,
-    "fp64": torch.float64,
-}
-
-BYTES_PER_ELEMENT: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int64": 8, "complex64": 8}
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    try:
-        return TORCH_DTYPES[name]
-    except KeyError:
-        raise ValueError(f"unsupported dtype name {name!r}; expected one of {sorted(TORCH_DTYPES)}") from None
+# The dtype names a rerun takes (half and single precision) and their sizes; another name raises KeyError.
+RERUN_DTYPES: Mapping[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+RERUN_BYTES: Mapping[str, int] = {name: DTYPE_BYTES[name] for name in RERUN_DTYPES}
 
 
 def generator(seed: int, device) -> torch.Generator:
@@ -45,13 +35,33 @@ def randn(shape, dtype: torch.dtype, gen: torch.Generator, device, scale: float 
     return t.to(dtype)
 
 
+class Draws:
+    """Seeded inputs of one workload: the spec's ``shapes``, one generator ``gen`` seeded with the seed (every
+    draw advances it, so their order is part of the inputs), the run's ``dtype``."""
+
+    def __init__(self, kernel: str, params: Mapping[str, object], dtype: str, seed: int, device):
+        self.shapes = input_shapes(kernel, params)
+        self.gen = generator(seed, device)
+        self.dtype = RERUN_DTYPES[dtype]
+        self.device = device
+
+    def normal(self, name: str, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        """The input ``name`` drawn from a normal distribution (``randn``)."""
+        return randn(self.shapes[name], self.dtype, self.gen, self.device, scale, shift)
+
+
 def numel(shape) -> int:
     return int(math.prod(int(d) for d in shape))
 
 
-def input_shapes(kernel: str, params: Mapping[str, object]) -> dict[str, list[int]]:
-    """{input name: shape} of a workload, as the kernel's spec describes its inputs."""
-    return {t["name"]: t["shape"] for t in kernels.lookup(kernel).input_tensors(params, None)}
+def input_shapes(kernel: str, params: Mapping[str, object], shown=None) -> dict[str, list[int]]:
+    """{input name: shape} of a workload, as the kernel's spec describes its inputs; a ValueError naming the
+    parameters (``shown``, else ``params``) where the spec gives none for them."""
+    tensors = kernels.lookup(kernel).input_tensors(params, None)
+    if tensors is None:
+        named = dict(params if shown is None else shown)
+        raise ValueError(f"{kernel}: the spec gives no input shapes for parameters {named}")
+    return {t["name"]: t["shape"] for t in tensors}
 
 
 def leaf_copies(inputs: Mapping[str, torch.Tensor], names) -> dict[str, torch.Tensor]:
@@ -59,21 +69,29 @@ def leaf_copies(inputs: Mapping[str, torch.Tensor], names) -> dict[str, torch.Te
     return {n: inputs[n].detach().clone().requires_grad_(True) for n in names}
 
 
+def leaf(tensor: torch.Tensor) -> torch.Tensor:
+    """A fresh leaf copy of one input, so providers never share its gradient."""
+    return tensor.detach().clone().requires_grad_(True)
+
+
+def module_pass(module: torch.nn.Module, inputs: Mapping[str, torch.Tensor], weights, label: str,
+                output_names: tuple[str, ...], x: str = "x") -> Built:
+    """A pass of ``module`` over a fresh leaf copy of ``inputs[x]``: the module moved to that input's device and
+    dtype, its parameters ``weights`` holding the inputs of those names, and standing for them as leaves."""
+    module = module.to(device=inputs[x].device, dtype=inputs[x].dtype)
+    with torch.no_grad():
+        for name in weights:
+            getattr(module, name).copy_(inputs[name])
+    x_leaf = leaf(inputs[x])
+    leaves = {x: x_leaf, **{name: getattr(module, name) for name in weights}}
+    return Built(lambda: (module(x_leaf),), leaves, label, output_names)
+
+
 def as_tuple(out) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
 
-# The dtype names the Liger-benchmark rerun adapters take (half and single precision, no fp64), and their
-# sizes; indexing either with another name raises KeyError.
-RERUN_DTYPES: Mapping[str, torch.dtype] = {name: TORCH_DTYPES[name] for name in ("bf16", "fp16", "fp32")}
-RERUN_BYTES: Mapping[str, int] = {name: BYTES_PER_ELEMENT[name] for name in RERUN_DTYPES}
+def per_mode(forward: int, backward: int, mode: str) -> int:
+    """A pass's figure from its forward and backward ones: ``full`` is both."""
+    return {"forward": forward, "backward": backward, "full": forward + backward}[mode]
 
-
-def required_input_shapes(kernel: str, params: Mapping[str, object], shown=None) -> dict[str, list[int]]:
-    """``input_shapes``, but a ValueError naming the parameters (``shown``, else ``params``) where the spec
-    gives none for them."""
-    tensors = kernels.lookup(kernel).input_tensors(params, None)
-    if tensors is None:
-        named = dict(params if shown is None else shown)
-        raise ValueError(f"{kernel}: the spec gives no input shapes for parameters {named}")
-    return {t["name"]: t["shape"] for t in tensors}

@@ -21,7 +21,7 @@ from adapter_checks import (  # noqa: F401 (the autouse fixture)
     torch,
 )
 
-from kernels.distillation import distill_loss
+from kernels.engines.distillation import distill_loss
 
 # The canonical parameters the source workloads carry, at tiny sizes; the second case spans two of Liger's
 # 1024-token chunks (torch.chunk of 2053 rows into two), with a vocabulary no power of two.

@@ -98,7 +98,7 @@ def test_upstream_baseline_fails(dtype):
 
 def test_baseline_is_the_averaged_log_prob_kto_loss():
     """The huggingface provider equals KTO on averaged log-probabilities, and its weight gradient too."""
-    from kernels.preference_losses.kto import kto_loss
+    from kernels.kto_loss.loss import kto_loss
 
     impl = load_adapter(KERNEL)
     params = CASES[0]

@@ -108,3 +108,22 @@ def test_a_run_published_as_v1alpha2_is_found_by_its_v1alpha1_digest(analyst_hom
     monkeypatch.setenv("KERNELINDEX_ATTESTATIONS", str(folder))
     assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     assert query(home, "SELECT run_id, type FROM attestations") == [(run_id, "note")]
+
+
+def test_the_default_attestation_folder_is_committed_with_a_plain_git_add():
+    """docs/attestations.md has maintainers commit attestations to ``data/attestations/``: git must not ignore
+    it, though the warehouse written under ``data/`` stays ignored."""
+    import shutil
+    import subprocess
+
+    from kernelindex_pipeline.defs.resources import REPO_DATA, SHIPPED_ATTESTATIONS
+
+    repo = REPO_DATA.parent
+    if shutil.which("git") is None or not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+
+    def ignored(path) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", str(path.relative_to(repo))], cwd=repo).returncode == 0
+
+    assert not ignored(SHIPPED_ATTESTATIONS / "2026-11-30-reproduction.json")
+    assert ignored(REPO_DATA / "kernelindex.duckdb")

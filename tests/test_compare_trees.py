@@ -1,4 +1,5 @@
-"""`gpu.compare_trees` loads another checkout's kernels beside this tree's, without mixing the two."""
+"""The developer tool `tools/compare_trees.py` loads another checkout's kernels beside this tree's, without mixing
+the two."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from kernelindex_pipeline.gpu.compare_trees import load_baseline_kernels  # noqa: E402
+from tools.compare_trees import load_baseline_kernels  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,8 +36,8 @@ def _inputs(rows, hidden, dtype, seed):
 def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype):
     """Over many resident programs and launches in a row, the barrier-fused dW (dB) agree with the separate
     launch's and dx is untouched; the barrier words are left ready for the next launch."""
-    from kernels.norm_engine import launch
-    from kernels.norm_engine.settings import backward_setting
+    from kernels.engines.norm import launch
+    from kernels.engines.norm.settings import backward_setting
 
     base = backward_setting(hidden, is_ln)[1]
     fused = dataclasses.replace(base, fused_sum=True, programs_per_sm=1)
@@ -64,8 +64,8 @@ def test_fused_partial_sums_match_the_separate_launch(is_ln, rows, hidden, dtype
     (False, 2048, 16384, torch.bfloat16), (True, 1024, 16384, torch.float32), (False, 300, 4096, torch.bfloat16)])
 def test_tma_tiled_rows_match_plain_loads(is_ln, rows, hidden, dtype):
     """The sliced backward with its loads as TMA tiles gives the plain-load kernel's dx, dW (dB)."""
-    from kernels.norm_engine import launch
-    from kernels.norm_engine.settings import SlicedRows
+    from kernels.engines.norm import launch
+    from kernels.engines.norm.settings import SlicedRows
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("the TMA needs sm_90 or later")

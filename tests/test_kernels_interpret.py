@@ -22,11 +22,11 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from kernels._adapter import Built, load_adapter  # noqa: E402
 from kernels._tensors import leaf_copies  # noqa: E402
-from kernels.gated_mlp_engine import gated_mlp  # noqa: E402
-from kernels.gated_mlp_engine.settings import MLP_ASSEMBLY  # noqa: E402
+from kernels.engines.gated_mlp import gated_mlp  # noqa: E402
+from kernels.engines.gated_mlp.settings import MLP_ASSEMBLY  # noqa: E402
 from kernels.llama4_rope import ops as llama4_rope_ops  # noqa: E402
-from kernels.norm_engine import backward, forward, launch, partials, settings  # noqa: E402
-from kernels.norm_engine.settings import OneRow, RowChunks, RowTiles, SlicedRows, WholeRow  # noqa: E402
+from kernels.engines.norm import backward, forward, launch, partials, settings  # noqa: E402
+from kernels.engines.norm.settings import OneRow, RowChunks, RowTiles, SlicedRows, WholeRow  # noqa: E402
 from kernelindex_pipeline.gpu import bench, records, rerun  # noqa: E402
 from kernelindex_pipeline.gpu import protocol as P  # noqa: E402
 from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402

@@ -25,6 +25,7 @@ from conftest import (
 )
 from upstream_server import UpstreamServer
 
+from kernelindex_pipeline.sources import GitHubSource
 from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse
 
 SNAPSHOT_COLUMNS = "revision_key, source, stream, source_file, commit, committed_at, sha256, bytes"
@@ -35,10 +36,15 @@ def test_full_http_backfill_equals_the_directory_source(tmp_path, full_directory
     with UpstreamServer() as server:
         url = server.url
         ingest(home, url)
-        listed = {r.query.get("path") for r in server.requests_to("api")}
+        listing = server.requests_to("api")
         fetched = len(server.requests_to("raw"))
-    assert listed == {"benchmark/data/all_benchmark_data.csv", "benchmark/data/all_benchmark_data_cutedsl.csv",
-                      "benchmark/data/all_benchmark_data_cutile.csv"}
+        server.clear()
+        GitHubSource(url).list_revisions()
+        one_listing = server.requests_to("api")
+    assert {r.query.get("path") for r in listing} == {
+        "benchmark/data/all_benchmark_data.csv", "benchmark/data/all_benchmark_data_cutedsl.csv",
+        "benchmark/data/all_benchmark_data_cutile.csv"}
+    assert len(listing) == len(one_listing)  # the ingest listed upstream once
     assert fetched == len(query(full_directory_warehouse, "SELECT * FROM snapshots"))
     assert contract_tables(home) == contract_tables(full_directory_warehouse)
     for table in CONTRACT_TABLES:  # and the Parquet copies hold the same rows

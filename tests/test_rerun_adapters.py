@@ -1,6 +1,7 @@
-"""The kernel library's contracts, checked without a GPU: every covered kernel's ``impl`` module satisfies
-``kernels._adapter.RerunAdapter``, every committed launch setting cites evidence that is shipped, and no
-module reaches into another's private names.
+"""The kernel library's contracts, checked without a GPU: every family has the one shape (its ``SPEC`` in
+``kernels/<family>/__init__.py``, its ``ADAPTER``, an ``kernels._adapter.Adapter``, in ``impl.py``, satisfying
+``RerunAdapter``), families import only the base modules and the engines, every committed launch setting
+cites evidence that is shipped, and no module reaches into another's private names.
 
 Kernel modules are imported inside the tests, never at collection, so that the interpreter tests' module
 can set TRITON_INTERPRET before triton is first imported.
@@ -9,7 +10,7 @@ can set TRITON_INTERPRET before triton is first imported.
 from __future__ import annotations
 
 import ast
-import types
+import importlib
 from pathlib import Path
 
 import pytest
@@ -18,50 +19,123 @@ REPO = Path(__file__).resolve().parents[1]
 EVIDENCE = REPO / "data" / "evidence"
 
 
-def _covered() -> list[str]:
-    return sorted(p.parent.name for p in (REPO / "kernels").glob("*/impl.py"))
+KERNELS = REPO / "kernels"
 
 
-def test_every_covered_kernel_satisfies_the_adapter_contract():
+def _family_folders() -> list[str]:
+    """Every folder of ``kernels/`` with Python in it, but the engines'."""
+    return sorted(p.name for p in KERNELS.iterdir()
+                  if p.is_dir() and p.name != "engines" and any(p.glob("*.py")))
+
+
+def _kernels_imported(path: Path) -> set[str]:
+    """The ``kernels.<name>`` packages and modules a file imports, by their first name under ``kernels``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module] if node.module != "kernels" else [f"kernels.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        else:
+            continue
+        names |= {m.split(".")[1] for m in modules if m.startswith("kernels.")}
+    return names
+
+
+def test_every_family_has_the_one_shape():
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     import kernels
-    from kernels._adapter import RerunAdapter, adapter_problems, load_adapter
+    from kernels._adapter import Adapter, RerunAdapter, adapter_problems, load_adapter
     from kernelindex_pipeline.gpu.targets import targets_named
 
-    covered = _covered()
-    assert covered, "no kernels/*/impl.py found"
-    for kernel in covered:
-        adapter = load_adapter(kernel)
-        assert isinstance(adapter, RerunAdapter)
-        assert adapter_problems(adapter) == []
-        assert adapter.KERNEL == kernel and kernels.is_known(kernel)
-        assert adapter.PROVIDERS and adapter.OUTPUT_NAMES
-    assert {t["kernel"] for t in targets_named("all")} <= set(covered)
+    families = _family_folders()
+    assert list(kernels.FAMILIES) == families and len(families) == 36
+    for family in families:
+        spec = importlib.import_module(f"kernels.{family}").SPEC
+        assert spec is kernels.lookup(family) and spec.name == family
+        adapter = importlib.import_module(f"kernels.{family}.impl").ADAPTER
+        assert isinstance(adapter, Adapter) and isinstance(adapter, RerunAdapter)
+        assert load_adapter(family) is adapter and adapter_problems(adapter) == []
+        assert adapter.PROVIDERS and adapter.OUTPUT_NAMES and set(adapter.PROVIDERS) <= set(adapter.BUILDERS)
+    assert {t["kernel"] for t in targets_named("all")} <= set(families)
 
 
-def test_an_incomplete_adapter_is_refused_with_what_it_lacks(monkeypatch):
-    from kernels import _adapter
+def test_families_import_only_the_base_modules_and_engines():
+    families = set(_family_folders())
+    reaching = {}
+    for family in families:
+        for path in (KERNELS / family).glob("*.py"):
+            if others := _kernels_imported(path) & (families - {family}):
+                reaching[str(path.relative_to(REPO))] = sorted(others)
+    for path in (KERNELS / "engines").rglob("*.py"):
+        if others := _kernels_imported(path) & families:
+            reaching[str(path.relative_to(REPO))] = sorted(others)
+    assert reaching == {}
 
-    module = types.ModuleType("kernels.half_done.impl")
-    module.KERNEL = "half_done"
-    module.make_inputs = lambda params, dtype, seed: {}
-    module.build = 3
-    monkeypatch.setattr(_adapter.importlib, "import_module", lambda name: module)
-    with pytest.raises(_adapter.AdapterError) as info:
-        _adapter.load_adapter("half_done")
-    message = str(info.value)
+
+def test_the_base_gives_the_defaults_once():
+    """No family or engine restates a default of ``Adapter`` (no implied parameters, no deterministic inputs,
+    no GEMMs, the unknown-provider error)."""
+    restated = []
+    for path in KERNELS.rglob("*.py"):
+        if path.name == "_adapter.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {t.id for t in targets if isinstance(t, ast.Name)}
+                empty = isinstance(node.value, (ast.Dict, ast.Tuple)) and not (
+                    node.value.keys if isinstance(node.value, ast.Dict) else node.value.elts)
+                if names & {"IMPLIED", "DETERMINISTIC_INPUTS"} and empty:
+                    restated.append(where)
+            elif isinstance(node, ast.FunctionDef) and node.name == "matmul_shapes":
+                body = [n for n in node.body if not isinstance(n, ast.Expr)]
+                if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.List) \
+                        and not body[0].value.elts:
+                    restated.append(where)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "unknown provider" in node.value:
+                restated.append(where)
+    assert restated == []
+
+
+class _HalfDone:
+    """An adapter missing most of the contract, one function taking the wrong parameters, ``build`` not a
+    function."""
+
+    KERNEL = "half_done"
+    build = 3
+
+    def make_inputs(self, params, dtype, seed):
+        return {}
+
+
+def test_an_incomplete_adapter_is_refused_with_what_it_lacks():
+    from kernels._adapter import adapter_problems
+
+    problems = adapter_problems(_HalfDone())
     for name in ("PROVIDERS", "REFERENCE_DTYPE", "reference", "bytes_moved", "flops", "matmul_shapes"):
-        assert f"missing {name}" in message
-    assert "make_inputs takes (params, dtype, seed), expected (params, dtype, seed, device)" in message
-    assert "build is not callable" in message
+        assert f"missing {name}" in problems
+    assert "make_inputs takes (params, dtype, seed), expected (params, dtype, seed, device)" in problems
+    assert "build is not callable" in problems
+
+
+def test_an_adapter_without_a_builder_for_a_provider_is_refused():
+    from kernels._adapter import Adapter, adapter_problems
+
+    class Unbuilt(Adapter):
+        PROVIDERS = ("liger", "torch")
+        BUILDERS = {"torch": lambda adapter, provider, inputs, params: None}
+
+    assert "no builder for liger" in adapter_problems(Unbuilt())
 
 
 def test_committed_launch_settings_cite_shipped_evidence():
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from kernels.gated_mlp_engine import settings as mlp_settings
-    from kernels.norm_engine import settings as norm_settings
+    from kernels.engines.gated_mlp import settings as mlp_settings
+    from kernels.engines.norm import settings as norm_settings
 
     committed = [*norm_settings.FORWARD_SETTINGS.values(), *norm_settings.BACKWARD_SETTINGS.values(),
                  mlp_settings.GLU_TILES, mlp_settings.MLP_ASSEMBLY]

@@ -17,8 +17,8 @@ is the command-line entry point. Importing this package needs neither torch nor 
 - ``protocol``: the published protocol's constants and document.
 - ``tune``: launch-setting sweeps for KernelIndex's kernels.
 
-The kernels are reached through their rerun adapters, ``kernels/<kernel>/impl.py``, whose contract is
-``kernels._adapter.RerunAdapter``.
+The kernels are reached through their rerun adapters, each family's ``kernels/<kernel>/impl.py`` ``ADAPTER``,
+whose contract is ``kernels._adapter.RerunAdapter``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A rerun session: ``python -m kernelindex_pipeline.gpu.rerun --targets-file targets.json --out-dir $OUT``.
+"""A rerun session: ``python -m kernelindex_pipeline.gpu.rerun --targets-file targets.json --out-dir DIR``.
 
 For each target (kernel, params, dtype, providers, modes) it checks every provider's correctness once on
 fresh seeded inputs, then, for providers that passed, measures them under both protocols: KernelIndex's

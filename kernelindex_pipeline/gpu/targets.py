@@ -20,7 +20,6 @@ from kernels._adapter import load_adapter
 from kernelindex_pipeline.gpu.protocol import MODES
 
 THREE = ["liger", "huggingface", "kernelindex"]
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "int64": 8, "int32": 4, "int8": 1, "bool": 1}
 
 
 def _t(kernel, params, dtype="bf16", providers=THREE, modes=MODES, metrics=("latency", "peak_memory")):
@@ -67,19 +66,6 @@ def targets_named(which: str, kernels: list[str] | None = None) -> list[dict]:
     if kernels:
         chosen = [t for t in chosen if t["kernel"] in kernels]
     return chosen
-
-
-def covered_kernels() -> list[str]:
-    """Kernels whose ``kernels/<kernel>/impl.py`` ``load_adapter`` accepts, in name order."""
-
-    covered = []
-    for impl in sorted(Path(kernels.__file__).parent.glob("*/impl.py")):
-        try:
-            load_adapter(impl.parent.name)
-        except Exception:  # noqa: BLE001 - an adapter that does not load or satisfy the contract is not covered
-            continue
-        covered.append(impl.parent.name)
-    return covered
 
 
 SOURCE_GROUPS_SQL = """
@@ -177,7 +163,7 @@ def input_bytes(kernel: str, params: dict, dtype: str) -> int | None:
         n = 1
         for d in t["shape"]:
             n *= d
-        total += n * DTYPE_BYTES.get(t["dtype"], 4)
+        total += n * kernels.DTYPE_BYTES.get(t["dtype"], 4)
     return total
 
 
@@ -210,16 +196,14 @@ def impl_providers(kernel: str) -> tuple[str, ...]:
 
 
 def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool = False) -> list[dict]:
-    """Rerun targets from the current source-native ranked runs: one per covered kernel and distinct
+    """Rerun targets from the current source-native ranked runs: one per kernel family and distinct
     (workload parameters, dtype), with the providers the source compares that the adapter can build
     (the others listed as ``unavailable``; KernelIndex's own where the adapter has one) and the modes
     the source measured, in ``coverage_first`` order. A provider the source names by its Liger backend tag
     (``PROVIDER_TAGS``) is measured by the adapter provider it renames, listed in ``aliases``.
     ``only_unchecked``: only workloads awaiting a rerun, those with a claim that is not re-checked for want
     of (sampled) rerun evidence or of a provider the adapters can build now."""
-    from kernels._adapter import load_adapter
-
-    chosen = [k for k in covered_kernels() if only is None or k in only]
+    chosen = [k for k in kernels.FAMILIES if only is None or k in only]
     awaiting = set(con.execute(AWAITING_RERUN_SQL).fetchall()) if only_unchecked else None
     missing = {}
     if only_unchecked:

@@ -1,7 +1,7 @@
 """Launch-setting sweep for KernelIndex's kernels on the GPU at hand: ``python -m kernelindex_pipeline.gpu.tune``.
 
-Times candidate settings of the norm kernels (``kernels.norm_engine.settings`` records) and of the
-gated-MLP assembly (``kernels.gated_mlp_engine.settings.MlpAssembly``) on the rerun targets' shapes,
+Times candidate settings of the norm kernels (``kernels.engines.norm.settings`` records) and of the
+gated-MLP assembly (``kernels.engines.gated_mlp.settings.MlpAssembly``) on the rerun targets' shapes,
 beside Liger-Kernel, with the protocol's timer (CUDA events after an L2 flush and a GPU spin). Every
 candidate's results are first checked against the committed setting's. Prints one line per candidate and
 the fastest per (kernel, shape, pass); ``--out`` also writes them as JSON. Nothing is changed in the
@@ -21,11 +21,11 @@ import time
 import torch
 
 from kernels._adapter import Unavailable, load_adapter
-from kernels._tensors import as_tuple, leaf_copies, torch_dtype
-from kernels.gated_mlp_engine import gated_mlp
-from kernels.gated_mlp_engine.settings import MLP_ASSEMBLY
-from kernels.norm_engine import norm_backward, norm_forward
-from kernels.norm_engine.settings import (
+from kernels._tensors import RERUN_DTYPES, as_tuple, leaf_copies
+from kernels.engines.gated_mlp import gated_mlp
+from kernels.engines.gated_mlp.settings import MLP_ASSEMBLY
+from kernels.engines.norm import norm_backward, norm_forward
+from kernels.engines.norm.settings import (
     BackwardSetting,
     ForwardSetting,
     OneRow,
@@ -150,7 +150,7 @@ def sweep_norms(log, backward: bool = True, shapes: list[int] | None = None, com
         if shapes is not None and i not in shapes:
             continue
         gen = torch.Generator(device="cuda").manual_seed(1)
-        td = torch_dtype(dtype)
+        td = RERUN_DTYPES[dtype]
         x = torch.randn(rows, hidden, device="cuda", generator=gen).to(td)
         w = (torch.randn(hidden, device="cuda", generator=gen) * 0.1 + 1).to(td)
         b = (torch.randn(hidden, device="cuda", generator=gen) * 0.1).to(td)

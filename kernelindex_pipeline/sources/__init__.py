@@ -7,6 +7,10 @@ main-branch benchmark files (`LIGER_MAIN`) and the runs it publishes on `gh-page
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
 from kernelindex_pipeline.sources.base import (
     LIGER_GH_PAGES,
     LIGER_MAIN,
@@ -31,6 +35,37 @@ from kernelindex_pipeline.sources.github import GitHubSource
 from kernelindex_pipeline.sources.http import HttpClient
 
 
+# Within ``listed_once``: each location's revisions, as first listed.
+_LISTINGS: ContextVar[dict[str, list[Revision]] | None] = ContextVar("kernelindex_listings", default=None)
+
+
+@contextlib.contextmanager
+def listed_once() -> Iterator[None]:
+    """Within it, each location is listed once: a source opened again for it (the ingest job fetching what the
+    command found new) answers with the first listing, one view of upstream for the whole ingest."""
+    token = _LISTINGS.set({})
+    try:
+        yield
+    finally:
+        _LISTINGS.reset(token)
+
+
+class _ListedOnce:
+    """A source whose listing comes from ``listings`` once one was made for its location."""
+
+    def __init__(self, source: Source, listings: dict[str, list[Revision]]):
+        self._source, self._listings = source, listings
+
+    def __getattr__(self, name):
+        return getattr(self._source, name)
+
+    def list_revisions(self) -> list[Revision]:
+        location = self._source.location
+        if location not in self._listings:
+            self._listings[location] = self._source.list_revisions()
+        return list(self._listings[location])
+
+
 def open_source(location: str, **http_options) -> Source:
     """The source behind a location: a directory path, or an http(s) URL serving GitHub's shapes.
 
@@ -40,9 +75,10 @@ def open_source(location: str, **http_options) -> Source:
     the published runs (after ``@`` / ``#``: a declaration's branch or name).
     `http_options` are GitHubSource's keyword arguments; a directory source ignores them.
     """
-    if location.startswith(("http://", "https://", "github:")):
-        return GitHubSource(location, **http_options)
-    return DirectorySource(location)
+    source = GitHubSource(location, **http_options) if location.startswith(("http://", "https://", "github:")) \
+        else DirectorySource(location)
+    listings = _LISTINGS.get()
+    return source if listings is None else _ListedOnce(source, listings)
 
 
 __all__ = [
@@ -62,6 +98,7 @@ __all__ = [
     "SourceSpec",
     "env_number",
     "key_problem",
+    "listed_once",
     "open_source",
     "screen_revisions",
     "source_spec",

@@ -1,11 +1,11 @@
 """Cross entropy of logits against integer targets, averaged over tokens."""
 
+from kernels._shapes import tokens
 from kernels._spec import spec
 
 
 def _tensors(p):
-    tokens = p["tokens"] if "tokens" in p else p["batch"] * p["seq"]
-    return {"logits": [tokens, p["vocab"]], "target": ("int64", [tokens])}
+    return {"logits": [tokens(p), p["vocab"]], "target": ("int64", [tokens(p)])}
 
 
 SPEC = spec("cross_entropy", "Cross entropy", tensors=_tensors)

@@ -1,1 +1,6 @@
 """Distillation cosine loss: cross entropy plus the cosine distance between a student and a teacher head's logits."""
+
+from kernels._shapes import distillation
+from kernels._spec import spec
+
+SPEC = spec("distill_cosine_loss", "Distillation cosine loss", tensors=distillation)

@@ -1,1 +1,9 @@
 """Embedding: a lookup of token ids into a table of vectors."""
+
+from kernels._spec import spec
+
+SPEC = spec(
+    "embedding",
+    "Embedding",
+    tensors=lambda p: {"indices": ("int64", [p["batch"], p["seq"]]), "weight": [p["vocab"], p["dim"]]},
+)

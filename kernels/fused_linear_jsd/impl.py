@@ -1,4 +1,4 @@
-"""Fused linear JSD's rerun adapter (``kernels._adapter.RerunAdapter``): the mean over tokens of the
+"""Fused linear JSD's rerun adapter: the mean over tokens of the
 generalized Jensen-Shannon divergence (beta 0.5, temperature 1, no labels) between
 log_softmax(student_x @ student_weight.T) and log_softmax(teacher_x @ teacher_weight.T).
 
@@ -21,38 +21,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
-from kernels._tensors import RERUN_DTYPES, generator, leaf_copies, required_input_shapes
-from kernels.preference_losses.common import lm_head_bytes, lm_head_flops, lm_head_matmuls
+from kernels._adapter import Built
+from kernels._providers import liger_attr, liger_label
+from kernels._tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies
+from kernels.engines.lm_head import LMHeadAdapter
 
-KERNEL = "fused_linear_jsd"
-PROVIDERS = ("liger", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("loss",)
-GRAD_INPUTS = ("student_x", "student_weight")
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float32
 BETA = 0.5
 IGNORE_INDEX = -100
 TEMPERATURE = 1.0
-# Two log-softmaxes, the mixture and two KL terms a logit forward; their gradient backward.
-FWD_PER_LOGIT = 12
-BWD_PER_LOGIT = 6
-
-
-def _dims(params) -> tuple[int, int, int]:
-    """(tokens, hidden, vocab) of a workload."""
-    s = required_input_shapes(KERNEL, params)
-    return s["student_x"][0], s["student_x"][1], s["student_weight"][0]
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = required_input_shapes(KERNEL, params)
-    gen = generator(seed, device)
-    td = RERUN_DTYPES[dtype]
-    order = ("student_weight", "teacher_weight", "student_x", "teacher_x")
-    return {n: torch.rand(tuple(s[n]), generator=gen, device=device, dtype=torch.float32).to(td) for n in order}
 
 
 def _jsd(student_logp, teacher_logp):
@@ -63,13 +39,7 @@ def _jsd(student_logp, teacher_logp):
     return per_row.mean()
 
 
-def reference(inputs, params):
-    student = F.log_softmax(inputs["student_x"] @ inputs["student_weight"].T / TEMPERATURE, dim=-1)
-    teacher = F.log_softmax(inputs["teacher_x"] @ inputs["teacher_weight"].T / TEMPERATURE, dim=-1)
-    return (_jsd(student, teacher),)
-
-
-def _torch_lm_head_jsd(student_x, student_weight, teacher_x, teacher_weight):
+def torch_lm_head_jsd(student_x, student_weight, teacher_x, teacher_weight):
     """The script's TorchLMHeadJSD: logits in the input dtype, log-softmax, then TorchJSD in float32 (the
     lerp mixture, ``nn.KLDivLoss(reduction="none", log_target=True)``), cast back to the input dtype."""
     student = torch.log_softmax(F.linear(student_x, student_weight) / TEMPERATURE, dim=-1).float()
@@ -80,34 +50,56 @@ def _torch_lm_head_jsd(student_x, student_weight, teacher_x, teacher_weight):
     return (loss / student.shape[0]).sum().to(student_x.dtype)
 
 
-def build(provider, inputs, params) -> Built:
-    leaves = leaf_copies(inputs, GRAD_INPUTS)
-    sx, sw = leaves["student_x"], leaves["student_weight"]
-    tx, tw = inputs["teacher_x"], inputs["teacher_weight"]
-    if provider == "liger":
-        cls = liger_triton_attr(sx, "fused_linear_jsd", "LigerFusedLinearJSD", LIGER_TRITON_NEEDS_ON_CPU)
+class FusedLinearJSD(LMHeadAdapter):
+    KERNEL = "fused_linear_jsd"
+    GRAD_INPUTS = ("student_x", "student_weight")
+    # Two log-softmaxes, the mixture and two KL terms a logit forward; their gradient backward.
+    FLOPS_PER_LOGIT = (12, 6)
+
+    def dims(self, params) -> tuple[int, int, int]:
+        """(tokens, hidden, vocab) of a workload."""
+        s = input_shapes(self.KERNEL, params)
+        return s["student_x"][0], s["student_x"][1], s["student_weight"][0]
+
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        s = input_shapes(self.KERNEL, params)
+        gen = generator(seed, device)
+        td = RERUN_DTYPES[dtype]
+        order = ("student_weight", "teacher_weight", "student_x", "teacher_x")
+        return {n: torch.rand(tuple(s[n]), generator=gen, device=device, dtype=torch.float32).to(td) for n in order}
+
+    def reference(self, inputs, params):
+        student = F.log_softmax(inputs["student_x"] @ inputs["student_weight"].T / TEMPERATURE, dim=-1)
+        teacher = F.log_softmax(inputs["teacher_x"] @ inputs["teacher_weight"].T / TEMPERATURE, dim=-1)
+        return (_jsd(student, teacher),)
+
+    def _pass(self, loss, inputs, label: str) -> Built:
+        """A pass of ``loss(student_x, student_weight, teacher_x, teacher_weight)``, the student's leaf copies."""
+        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
+        sx, sw = leaves["student_x"], leaves["student_weight"]
+        tx, tw = inputs["teacher_x"], inputs["teacher_weight"]
+        return self.built(lambda: (loss(sx, sw, tx, tw),), leaves, label)
+
+    def _liger(self, provider, inputs, params) -> Built:
+        cls = liger_attr(inputs["student_x"], "fused_linear_jsd", "LigerFusedLinearJSD")
         loss = cls(jsd_beta=BETA, ignore_index=IGNORE_INDEX, temperature=TEMPERATURE)
-        return Built(lambda: (loss(sx, sw, tx, tw, None),), leaves,
-                     f"Liger-Kernel {version_label('liger-kernel')} LigerFusedLinearJSD (Triton)", OUTPUT_NAMES)
-    if provider == "torch":
-        return Built(lambda: (_torch_lm_head_jsd(sx, sw, tx, tw),), leaves,
-                     f"PyTorch {torch.__version__} equivalent of the upstream TorchLMHeadJSD", OUTPUT_NAMES)
-    raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+        return self._pass(lambda sx, sw, tx, tw: loss(sx, sw, tx, tw, None), inputs,
+                          liger_label("LigerFusedLinearJSD", "Triton"))
+
+    def _torch(self, provider, inputs, params) -> Built:
+        return self._pass(torch_lm_head_jsd, inputs,
+                          f"PyTorch {torch.__version__} equivalent of the upstream TorchLMHeadJSD")
+
+    BUILDERS = {"liger": _liger, "torch": _torch}
+
+    def heads(self, params) -> list[tuple[int, int, int, bool]]:
+        """The trained student head and the frozen teacher head, of one size."""
+        tokens, hidden, vocab = self.dims(params)
+        return [(tokens, hidden, vocab, True), (tokens, hidden, vocab, False)]
+
+    def index_reads(self, params) -> int:
+        """None: no labels."""
+        return 0
 
 
-def _heads(params) -> list[tuple[int, int, int, bool]]:
-    tokens, hidden, vocab = _dims(params)
-    return [(tokens, hidden, vocab, True), (tokens, hidden, vocab, False)]
-
-
-def bytes_moved(params, dtype, mode) -> int:
-    """Both heads' inputs and weights read; the student's gradients written; no labels."""
-    return lm_head_bytes(_heads(params), dtype, mode, 0)
-
-
-def flops(params, mode) -> int:
-    return lm_head_flops(_heads(params), mode, FWD_PER_LOGIT, BWD_PER_LOGIT)
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return lm_head_matmuls(_heads(params))
+ADAPTER = FusedLinearJSD()

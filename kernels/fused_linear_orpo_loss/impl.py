@@ -1,19 +1,13 @@
-"""Fused linear ORPO loss's rerun adapter (``kernels._adapter.RerunAdapter``), as Liger-Kernel's
+"""Fused linear ORPO loss's rerun adapter, as Liger-Kernel's
 ``benchmark/scripts/benchmark_orpo_loss.py`` runs it: ``LigerFusedLinearORPOLoss`` against TorchLMHeadORPO
 (the upstream HF ORPO loss, with separate NLL targets). The shared arithmetic and its reasons are in
-``kernels.preference_losses.family``.
+``kernels.engines.preference``.
 """
 
 from __future__ import annotations
 
-from kernels.preference_losses.family import PreferenceAdapter
+from kernels.engines.preference import PreferenceAdapter
 
-KERNEL = "fused_linear_orpo_loss"
-ADAPTER = PreferenceAdapter(
-    KERNEL,
-    kind="orpo",
-    baseline="orpo",
-    baseline_what="HF ORPO loss (TorchLMHeadORPO)",
-    liger=("orpo_loss", "LigerFusedLinearORPOLoss"),
-    nll_target=True,
-)
+ADAPTER = PreferenceAdapter("fused_linear_orpo_loss", kind="orpo", baseline="orpo",
+                            baseline_what="HF ORPO loss (TorchLMHeadORPO)",
+                            liger=("orpo_loss", "LigerFusedLinearORPOLoss"), nll_target=True)

@@ -1,4 +1,4 @@
-"""Fused neighborhood attention's rerun adapter (``kernels._adapter.RerunAdapter``): softmax attention of
+"""Fused neighborhood attention's rerun adapter: softmax attention of
 q, k, v [batch, heads, seq, head_dim] in which query i sees only the keys i + t * dilation,
 |t| <= kernel_size // 2.
 
@@ -23,17 +23,10 @@ import math
 
 import torch
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies, numel, randn, required_input_shapes
+from kernels._adapter import Adapter, Built
+from kernels._providers import liger_attr, liger_label
+from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, numel, per_mode
 
-KERNEL = "fused_neighborhood_attention"
-PROVIDERS = ("liger", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("out",)
-GRAD_INPUTS = ("q", "k", "v")
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float64
 # The upstream modules' defaults, used where a workload leaves them out.
 KERNEL_SIZE = 7
 DILATION = 1
@@ -45,36 +38,11 @@ def _window(params) -> tuple[int, int]:
     return int(params.get("kernel_size", KERNEL_SIZE)), int(params.get("dilation", DILATION))
 
 
-def _dims(params) -> tuple[int, int, int, int]:
-    batch, heads, seq, head_dim = required_input_shapes(KERNEL, params)["q"]
-    return batch, heads, seq, head_dim
-
-
 def neighborhood_pairs(seq: int, kernel_size: int, dilation: int) -> int:
     """The (query, key) pairs inside the windows of a sequence: offset t * dilation (|t| <= kernel_size // 2)
     pairs seq - |t| * dilation positions, fewer at the edges."""
     half = kernel_size // 2
     return sum(max(0, seq - abs(t) * dilation) for t in range(-half, half + 1))
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = required_input_shapes(KERNEL, params)
-    gen = generator(seed, device)
-    td = RERUN_DTYPES[dtype]
-    return {name: randn(s[name], td, gen, device, scale=QKV_STD) for name in ("q", "k", "v")}
-
-
-def reference(inputs, params):
-    """Dense attention with every key outside the query's window masked to -inf before the softmax."""
-    q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    kernel_size, dilation = _window(params)
-    seq = q.shape[-2]
-    pos = torch.arange(seq, device=q.device)
-    offset = pos[None, :] - pos[:, None]
-    inside = (offset.abs() <= (kernel_size // 2) * dilation) & (offset % dilation == 0)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    attn = torch.softmax(scores.masked_fill(~inside, float("-inf")), dim=-1)
-    return (attn @ v,)
 
 
 def upstream_neighborhood_mask(seq: int, kernel_size: int, dilation: int, device) -> torch.Tensor:
@@ -96,56 +64,72 @@ def torch_neighborhood_attention(q, k, v, kernel_size: int, dilation: int, scale
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
-def build(provider, inputs, params) -> Built:
-    kernel_size, dilation = _window(params)
-    scale = 1.0 / math.sqrt(inputs["q"].shape[-1])
-    if provider == "liger":
-        function = liger_triton_attr(
-            inputs["q"],
-            "ops",
-            "LigerFusedNeighborhoodAttentionFunction",
-            LIGER_TRITON_NEEDS_ON_CPU,
-            package="liger_kernel",
-        )
-        attend = function.apply
-        label = (f"Liger-Kernel {version_label('liger-kernel')} LigerFusedNeighborhoodAttentionFunction (Triton), "
-                 "the attention of LigerFusedNeighborhoodAttention without its projections")
-    elif provider == "torch":
-        attend = torch_neighborhood_attention
+class FusedNeighborhoodAttention(Adapter):
+    KERNEL = "fused_neighborhood_attention"
+    OUTPUT_NAMES = ("out",)
+    GRAD_INPUTS = ("q", "k", "v")
+    REFERENCE_DTYPE = torch.float64
+
+    def dims(self, params) -> tuple[int, int, int, int]:
+        batch, heads, seq, head_dim = input_shapes(self.KERNEL, params)["q"]
+        return batch, heads, seq, head_dim
+
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        return {name: d.normal(name, QKV_STD) for name in ("q", "k", "v")}
+
+    def reference(self, inputs, params):
+        """Dense attention with every key outside the query's window masked to -inf before the softmax."""
+        q, k, v = inputs["q"], inputs["k"], inputs["v"]
+        kernel_size, dilation = _window(params)
+        seq = q.shape[-2]
+        pos = torch.arange(seq, device=q.device)
+        offset = pos[None, :] - pos[:, None]
+        inside = (offset.abs() <= (kernel_size // 2) * dilation) & (offset % dilation == 0)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        attn = torch.softmax(scores.masked_fill(~inside, float("-inf")), dim=-1)
+        return (attn @ v,)
+
+    def _attention(self, attend, inputs, params, label: str) -> Built:
+        """A pass of ``attend(q, k, v, kernel_size, dilation, scale)`` over fresh leaf copies of q, k, v."""
+        kernel_size, dilation = _window(params)
+        scale = 1.0 / math.sqrt(inputs["q"].shape[-1])
+        leaves = leaf_copies(inputs, self.GRAD_INPUTS)
+        return self.built(lambda: (attend(leaves["q"], leaves["k"], leaves["v"], kernel_size, dilation, scale),),
+                          leaves, label)
+
+    def _liger(self, provider, inputs, params) -> Built:
+        function = liger_attr(inputs["q"], "ops", "LigerFusedNeighborhoodAttentionFunction", package="liger_kernel")
+        label = (liger_label("LigerFusedNeighborhoodAttentionFunction", "Triton")
+                 + ", the attention of LigerFusedNeighborhoodAttention without its projections")
+        return self._attention(function.apply, inputs, params, label)
+
+    def _torch(self, provider, inputs, params) -> Built:
         label = (f"PyTorch {torch.__version__} equivalent of the attention in upstream "
                  "benchmark_fused_neighborhood_attention.py's TorchNeighborhoodAttention (mask rebuilt element "
                  "by element each forward; projections left out)")
-    else:
-        raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
-    leaves = leaf_copies(inputs, GRAD_INPUTS)
+        return self._attention(torch_neighborhood_attention, inputs, params, label)
 
-    def fn():
-        return (attend(leaves["q"], leaves["k"], leaves["v"], kernel_size, dilation, scale),)
+    BUILDERS = {"liger": _liger, "torch": _torch}
 
-    return Built(fn, leaves, label, OUTPUT_NAMES)
+    def bytes_moved(self, params, dtype, mode) -> int:
+        """Forward reads q, k, v and writes out; backward reads q, k, v and dout and writes dq, dk, dv; full
+        reads q, k, v, dout once and writes out, dq, dk, dv. The [seq, seq] scores and probabilities both
+        providers materialize are not counted: a fused kernel need not write them."""
+        n = numel(input_shapes(self.KERNEL, params)["q"]) * RERUN_BYTES[dtype]
+        return {"forward": 4 * n, "backward": 7 * n, "full": 8 * n}[mode]
 
-
-def bytes_moved(params, dtype, mode) -> int:
-    """Forward reads q, k, v and writes out; backward reads q, k, v and dout and writes dq, dk, dv; full
-    reads q, k, v, dout once and writes out, dq, dk, dv. The [seq, seq] scores and probabilities both
-    providers materialize are not counted: a fused kernel need not write them."""
-    n = numel(required_input_shapes(KERNEL, params)["q"]) * RERUN_BYTES[dtype]
-    return {"forward": 4 * n, "backward": 7 * n, "full": 8 * n}[mode]
-
-
-def flops(params, mode) -> int:
-    """Counted over the pairs inside the windows (``neighborhood_pairs`` per head), not the dense
-    [seq, seq] products both providers compute and mask (seq / kernel_size times more). Per pair:
-    forward 4 * head_dim (q.k and p.v) + 5 (scale, max, exp, sum, normalize); backward 8 * head_dim
-    (dp, dv, dq, dk) + 5 (the softmax gradient and the scale)."""
-    batch, heads, seq, head_dim = _dims(params)
-    kernel_size, dilation = _window(params)
-    pairs = batch * heads * neighborhood_pairs(seq, kernel_size, dilation)
-    fwd, bwd = pairs * (4 * head_dim + 5), pairs * (8 * head_dim + 5)
-    return {"forward": fwd, "backward": bwd, "full": fwd + bwd}[mode]
+    def flops(self, params, mode) -> int:
+        """Counted over the pairs inside the windows (``neighborhood_pairs`` per head), not the dense
+        [seq, seq] products both providers compute and mask (seq / kernel_size times more). Per pair:
+        forward 4 * head_dim (q.k and p.v) + 5 (scale, max, exp, sum, normalize); backward 8 * head_dim
+        (dp, dv, dq, dk) + 5 (the softmax gradient and the scale). No GEMMs: the workloads are float32, and
+        the per-head products (head_dim deep) against the [seq, seq] scores both providers write are not a
+        bf16 GEMM whose rate bounds them."""
+        batch, heads, seq, head_dim = self.dims(params)
+        kernel_size, dilation = _window(params)
+        pairs = batch * heads * neighborhood_pairs(seq, kernel_size, dilation)
+        return per_mode(pairs * (4 * head_dim + 5), pairs * (8 * head_dim + 5), mode)
 
 
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    """None: the workloads are float32, and the per-head products (head_dim deep) against the [seq, seq]
-    scores both providers write are not a bf16 GEMM whose rate bounds them."""
-    return []
+ADAPTER = FusedNeighborhoodAttention()

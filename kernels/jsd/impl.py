@@ -1,4 +1,4 @@
-"""Jensen-Shannon divergence's rerun adapter (``kernels._adapter.RerunAdapter``).
+"""Jensen-Shannon divergence's rerun adapter.
 
 JSD_beta(P || Q) = beta * KL(P || M) + (1 - beta) * KL(Q || M), M = beta * P + (1 - beta) * Q, summed over
 the vocabulary and averaged over tokens; ``input`` holds log Q (the student, the one gradients flow to),
@@ -7,43 +7,20 @@ the vocabulary and averaged over tokens; ``input`` holds log Q (the student, the
 The workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_jsd.py``: both are the log-softmax of a
 standard-normal draw (float32 upstream, so its runs carry no dtype), ``LigerJSD`` against the script's own
 PyTorch module (KL divergences with ``log_target=True`` in float32, loss returned in float32), which this
-adapter restates since the script is not an importable package. Upstream's graph also holds the
-log-softmax that made ``input``; here ``input`` is the leaf, so only the divergence is measured.
+adapter restates since the script is not an importable package.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels import divergences as div
-from kernels._adapter import Built
+from kernels.engines.divergence import LOG_SOFTMAX, DivergenceAdapter
 
-KERNEL = "jsd"
-PROVIDERS = ("liger", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("loss",)
-GRAD_INPUTS = ("input",)
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float64
 BETA = 0.5
 
 
 def _beta(params) -> float:
     return float(params.get("beta", BETA))
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    return div.draw_distributions(KERNEL, params, dtype, seed, device,
-                                  input_as=div.LOG_SOFTMAX, target_as=div.LOG_SOFTMAX)
-
-
-def reference(inputs, params) -> tuple[torch.Tensor]:
-    beta = _beta(params)
-    log_q, log_p = inputs["input"], inputs["target"]
-    q, p = log_q.exp(), log_p.exp()
-    log_m = torch.log(beta * p + (1 - beta) * q)
-    per_token = (beta * p * (log_p - log_m) + (1 - beta) * q * (log_q - log_m)).sum(dim=-1)
-    return (per_token.sum() / log_q.shape[0],)
 
 
 class TorchJSD(torch.nn.Module):
@@ -63,26 +40,33 @@ class TorchJSD(torch.nn.Module):
         return (per_token / log_q.shape[0]).sum().float()
 
 
-def build(provider, inputs, params) -> Built:
-    beta = _beta(params)
-    return div.build_divergence(
-        KERNEL, provider, inputs,
-        liger_module="jsd", liger_class="LigerJSD", liger_kwargs={"beta": beta},
-        torch_loss=lambda: TorchJSD(beta=beta),
-        torch_label="equivalent of upstream benchmark_jsd.py's TorchJSD",
-    )
+class JSD(DivergenceAdapter):
+    KERNEL = "jsd"
+    INPUT_AS, TARGET_AS = LOG_SOFTMAX, LOG_SOFTMAX
+    LIGER = ("jsd", "LigerJSD")
+    # Backward reads input, target and the loss's gradient, and writes the input's gradient.
+    BACKWARD_READS = 2
+    # Per element: forward 12 (two exps, the mixture's 3 and its log, two differences, two weighted products,
+    # the sum); backward 4 (the student's term: exp, difference, product, scale).
+    FLOPS_PER_ELEMENT = (12, 4)
+
+    def reference(self, inputs, params) -> tuple[torch.Tensor]:
+        beta = _beta(params)
+        log_q, log_p = inputs["input"], inputs["target"]
+        q, p = log_q.exp(), log_p.exp()
+        log_m = torch.log(beta * p + (1 - beta) * q)
+        per_token = (beta * p * (log_p - log_m) + (1 - beta) * q * (log_q - log_m)).sum(dim=-1)
+        return (per_token.sum() / log_q.shape[0],)
+
+    def per_element_loss(self, params) -> bool:
+        """Never: the loss is averaged over tokens whatever the workload says."""
+        return False
+
+    def liger_kwargs(self, params) -> dict:
+        return {"beta": _beta(params)}
+
+    def torch_loss(self, params):
+        return TorchJSD(beta=_beta(params)), "equivalent of upstream benchmark_jsd.py's TorchJSD"
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    """Forward: read input and target, write the loss. Backward: read input, target and the loss's
-    gradient, write the input's gradient. Full: the inputs once, the loss and the gradient once."""
-    return div.bytes_moved(KERNEL, params, dtype, mode, backward_reads=2, loss_per_element=False)
-
-
-def flops(params, mode) -> int:
-    """Per element: forward 12 (two exps, the mixture's 3 and its log, two differences, two weighted
-    products, the sum); backward 4 (the student's term: exp, difference, product, scale)."""
-    return div.flops(KERNEL, params, mode, forward=12, backward=4)
-
-
-matmul_shapes = div.matmul_shapes
+ADAPTER = JSD()

@@ -18,7 +18,7 @@ import triton.language as tl
 from kernels._triton import CachedLaunch
 
 # As many positions a program (at most MAX_POSITIONS) as keep its q tile within TILE_ELEMENTS, and 8 warps
-# instead of 4 where one position's heads alone exceed it. Set in the first device session
+# instead of 4 where one position's heads alone exceed it. Set from the first GPU rerun
 # (h200-2026-12-02.jsonl.gz), not swept since: the kernel runs at 95% of copy bandwidth at its largest size.
 MAX_POSITIONS = 32
 TILE_ELEMENTS = 4096

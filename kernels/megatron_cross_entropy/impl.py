@@ -1,4 +1,4 @@
-"""Megatron cross entropy's rerun adapter (``kernels._adapter.RerunAdapter``): the per-token loss [seq, batch] of
+"""Megatron cross entropy's rerun adapter: the per-token loss [seq, batch] of
 logits [seq, batch, vocab] (Megatron-LM's layout) against integer targets, unreduced.
 
 The workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_megatron_cross_entropy.py``: logits drawn
@@ -27,56 +27,26 @@ import importlib
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, randn, required_input_shapes
-
-KERNEL = "megatron_cross_entropy"
-PROVIDERS = ("liger", "megatron-fused", "megatron-unfused", "megatron", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("loss",)
-GRAD_INPUTS = ("logits",)
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float64
-_INDEX_BYTES = 8
-# Every provider returns the per-token loss in float32.
-_LOSS_BYTES = 4
+from kernels._adapter import Adapter, Built, Unavailable
+from kernels._providers import liger_attr, liger_label, version_label
+from kernels._spec import DTYPE_BYTES
+from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode, randn
 
 
-def _shape(params) -> tuple[int, int, int]:
-    """(seq, batch, vocab); a ValueError for a tensor-parallel size this single-device rerun cannot take."""
-    tp = int(params.get("tensor_parallel", 1))
-    if tp != 1:
-        raise ValueError(f"{KERNEL}: tensor_parallel {tp} needs {tp} devices; this rerun takes tensor_parallel 1")
-    seq, batch, vocab = required_input_shapes(KERNEL, params)["logits"]
-    return seq, batch, vocab
 
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    seq, batch, vocab = _shape(params)
-    gen = generator(seed, device)
-    logits = randn((seq, batch, vocab), RERUN_DTYPES[dtype], gen, device)
-    target = torch.randint(vocab, (seq, batch), generator=gen, device=device, dtype=torch.int64)
-    return {"logits": logits, "target": target}
-
-
-def _per_token(logits, target):
+def per_token(logits, target):
     seq, batch, vocab = logits.shape
     return F.cross_entropy(logits.reshape(-1, vocab), target.reshape(-1), reduction="none").reshape(seq, batch)
 
 
-def reference(inputs, params) -> tuple[torch.Tensor]:
-    return (_per_token(inputs["logits"], inputs["target"]),)
-
-
-def _megatron(name: str, module: str):
+def megatron(name: str, module: str):
     try:
         return getattr(importlib.import_module(module), name)
     except Exception as exc:  # noqa: BLE001 - without megatron-core there is no megatron provider
         raise Unavailable(f"megatron-core not importable: {exc}") from exc
 
 
-def _single_rank_group(device: torch.device):
+def single_rank_group(device: torch.device):
     """The default process group, made for one rank in this process (an in-memory store, no network) where
     none exists; Megatron's cross entropy queries its rank and size even at one rank."""
     import torch.distributed as dist
@@ -91,67 +61,77 @@ def _single_rank_group(device: torch.device):
     return dist.group.WORLD
 
 
-def build(provider, inputs, params) -> Built:
-    logits = inputs["logits"].detach().clone().requires_grad_(True)
-    target = inputs["target"]
-    if provider == "liger":
-        cls = liger_triton_attr(logits, "megatron", "LigerMegatronCrossEntropy", LIGER_TRITON_NEEDS_ON_CPU,
-                                package="liger_kernel", what="liger_kernel.megatron")
+class MegatronCrossEntropy(Adapter):
+    KERNEL = "megatron_cross_entropy"
+    OUTPUT_NAMES = ("loss",)
+    GRAD_INPUTS = ("logits",)
+    REFERENCE_DTYPE = torch.float64
+
+    def dims(self, params) -> tuple[int, int, int]:
+        """(seq, batch, vocab); a ValueError for a tensor-parallel size this single-device rerun cannot take."""
+        tp = int(params.get("tensor_parallel", 1))
+        if tp != 1:
+            raise ValueError(f"{self.KERNEL}: tensor_parallel {tp} needs {tp} devices; this rerun takes "
+                             "tensor_parallel 1")
+        seq, batch, vocab = input_shapes(self.KERNEL, params)["logits"]
+        return seq, batch, vocab
+
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        seq, batch, vocab = self.dims(params)
+        gen = generator(seed, device)
+        logits = randn((seq, batch, vocab), RERUN_DTYPES[dtype], gen, device)
+        target = torch.randint(vocab, (seq, batch), generator=gen, device=device, dtype=torch.int64)
+        return {"logits": logits, "target": target}
+
+    def reference(self, inputs, params) -> tuple[torch.Tensor]:
+        return (per_token(inputs["logits"], inputs["target"]),)
+
+    def _loss_pass(self, loss_of, inputs, label: str) -> Built:
+        """A pass of ``loss_of(logits, target)`` over a fresh leaf copy of the logits."""
+        logits, target = leaf(inputs["logits"]), inputs["target"]
+        return self.built(lambda: (loss_of(logits, target),), {"logits": logits}, label)
+
+    def _liger(self, provider, inputs, params) -> Built:
+        cls = liger_attr(inputs["logits"], "megatron", "LigerMegatronCrossEntropy", package="liger_kernel",
+                         what="liger_kernel.megatron")
         ce = cls()
-
         # At one rank upstream's process group only skips the all-reduces, as None does.
-        def call():
-            return ce(logits, target, tp_group=None)
+        return self._loss_pass(lambda logits, target: ce(logits, target, tp_group=None), inputs,
+                               liger_label("LigerMegatronCrossEntropy", "Triton"))
 
-        label = f"Liger-Kernel {version_label('liger-kernel')} LigerMegatronCrossEntropy (Triton)"
-    elif provider in ("megatron-fused", "megatron"):
-        fused = _megatron("fused_vocab_parallel_cross_entropy", "megatron.core.fusions.fused_cross_entropy")
-        group = _single_rank_group(logits.device)
+    def _megatron_fused(self, provider, inputs, params) -> Built:
+        fused = megatron("fused_vocab_parallel_cross_entropy", "megatron.core.fusions.fused_cross_entropy")
+        group = single_rank_group(inputs["logits"].device)
+        return self._loss_pass(lambda logits, target: fused(logits, target, group), inputs,
+                               f"megatron-core {version_label('megatron-core')} fused_vocab_parallel_cross_entropy")
 
-        def call():
-            return fused(logits, target, group)
+    def _megatron_unfused(self, provider, inputs, params) -> Built:
+        unfused = megatron("vocab_parallel_cross_entropy", "megatron.core.tensor_parallel.cross_entropy")
+        group = single_rank_group(inputs["logits"].device)
+        return self._loss_pass(lambda logits, target: unfused(logits, target, 0.0, group), inputs,
+                               f"megatron-core {version_label('megatron-core')} vocab_parallel_cross_entropy (unfused)")
 
-        label = f"megatron-core {version_label('megatron-core')} fused_vocab_parallel_cross_entropy"
-    elif provider == "megatron-unfused":
-        unfused = _megatron("vocab_parallel_cross_entropy", "megatron.core.tensor_parallel.cross_entropy")
-        group = _single_rank_group(logits.device)
+    def _torch(self, provider, inputs, params) -> Built:
+        return self._loss_pass(lambda logits, target: per_token(logits.float(), target), inputs,
+                               f"PyTorch {torch.__version__} F.cross_entropy over float32 logits, reduction='none'")
 
-        def call():
-            return unfused(logits, target, 0.0, group)
+    BUILDERS = {"liger": _liger, "megatron-fused": _megatron_fused, "megatron-unfused": _megatron_unfused,
+                "megatron": _megatron_fused, "torch": _torch}
 
-        label = f"megatron-core {version_label('megatron-core')} vocab_parallel_cross_entropy (unfused)"
-    elif provider == "torch":
+    def bytes_moved(self, params, dtype, mode) -> int:
+        """Forward reads logits and targets and writes the per-token loss (float32 from every provider); backward reads the logits,
+        targets and the loss's gradient and writes the logits' gradient; full reads and writes each once."""
+        seq, batch, vocab = self.dims(params)
+        tokens = seq * batch
+        logits, loss = tokens * vocab * RERUN_BYTES[dtype], tokens * DTYPE_BYTES["fp32"]
+        reads = logits + tokens * DTYPE_BYTES["int64"] + loss
+        return {"forward": reads, "backward": reads + logits, "full": reads + loss + logits}[mode]
 
-        def call():
-            return _per_token(logits.float(), target)
-
-        label = f"PyTorch {torch.__version__} F.cross_entropy over float32 logits, reduction='none'"
-    else:
-        raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
-    return Built(lambda: (call(),), {"logits": logits}, label, OUTPUT_NAMES)
-
-
-def bytes_moved(params, dtype, mode) -> int:
-    """Forward reads logits and targets and writes the float32 per-token loss; backward reads the logits,
-    targets and the loss's gradient and writes the logits' gradient; full reads and writes each once."""
-    seq, batch, vocab = _shape(params)
-    tokens = seq * batch
-    logits = tokens * vocab * RERUN_BYTES[dtype]
-    target = tokens * _INDEX_BYTES
-    loss = tokens * _LOSS_BYTES
-    return {
-        "forward": logits + target + loss,
-        "backward": logits + target + loss + logits,
-        "full": logits + target + loss + loss + logits,
-    }[mode]
+    def flops(self, params, mode) -> int:
+        """Per logit: forward 4 (running max, subtract, exp, sum); backward 3 (exp, divide by the sum, scale)."""
+        seq, batch, vocab = self.dims(params)
+        n = seq * batch * vocab
+        return per_mode(4 * n, 3 * n, mode)
 
 
-def flops(params, mode) -> int:
-    """Per logit: forward 4 (running max, subtract, exp, sum); backward 3 (exp, divide by the sum, scale)."""
-    seq, batch, vocab = _shape(params)
-    n = seq * batch * vocab
-    return {"forward": 4 * n, "backward": 3 * n, "full": 7 * n}[mode]
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return []
+ADAPTER = MegatronCrossEntropy()

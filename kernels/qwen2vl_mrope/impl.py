@@ -1,4 +1,4 @@
-"""Qwen2-VL M-RoPE's rerun adapter (``kernels._adapter.RerunAdapter``): rotary embedding of q and k whose
+"""Qwen2-VL M-RoPE's rerun adapter: rotary embedding of q and k whose
 head dimension is split into temporal, height and width sections, each rotated by its own positions.
 
 q [batch, q_heads, seq, head_dim] and k [batch, kv_heads, seq, head_dim] follow Liger-Kernel's
@@ -14,18 +14,10 @@ import inspect
 
 import torch
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import LIGER_TRITON_NEEDS_ON_CPU, liger_triton_attr, version_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies
+from kernels._providers import liger_attr, liger_label, version_label
+from kernels._tensors import Draws
+from kernels.engines.rotary import RotaryAdapter, rotate_half
 
-KERNEL = "qwen2vl_mrope"
-# "liger_triton" is the cuTile comparison's name for Liger's Triton kernel, "liger" the script's own.
-PROVIDERS = ("huggingface", "liger_triton", "liger")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("q", "k")
-GRAD_INPUTS = ("q", "k")
-DETERMINISTIC_INPUTS = ("cos", "sin")
-REFERENCE_DTYPE = torch.float64
 ROPE_THETA = 1000000.0
 
 
@@ -46,38 +38,16 @@ def cos_sin_for(seq: int, head_dim: int, dtype, device):
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    s = input_shapes(KERNEL, params)
-    gen = generator(seed, device)
-    td = RERUN_DTYPES[dtype]
-    batch, q_heads, seq, head_dim = s["q"]
-    kv_heads = s["k"][1]
-    q = torch.randn((batch, seq, q_heads, head_dim), generator=gen, device=device, dtype=torch.float32)
-    k = torch.randn((batch, seq, kv_heads, head_dim), generator=gen, device=device, dtype=torch.float32)
-    cos, sin = cos_sin_for(seq, head_dim, td, device)
-    return {"q": q.to(td).transpose(1, 2), "k": k.to(td).transpose(1, 2), "cos": cos, "sin": sin}
-
-
-def _rotate_half(x):
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
 def _torch_apply_multimodal_rotary_pos_emb(q, k, cos, sin, section, unsqueeze_dim=1):
     """PyTorch equivalent of Transformers' Qwen2-VL ``apply_multimodal_rotary_pos_emb``: each chunk of the
     head dimension (the sections, twice over for the two halves) takes cos/sin from its own position row."""
     chunks = section * 2
     cos = torch.cat([m[i % 3] for i, m in enumerate(cos.split(chunks, dim=-1))], dim=-1).unsqueeze(unsqueeze_dim)
     sin = torch.cat([m[i % 3] for i, m in enumerate(sin.split(chunks, dim=-1))], dim=-1).unsqueeze(unsqueeze_dim)
-    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
-def reference(inputs, params):
-    q, k = inputs["q"], inputs["k"]
-    return _torch_apply_multimodal_rotary_pos_emb(q, k, inputs["cos"], inputs["sin"], mrope_section(q.shape[-1]))
-
-
-def _huggingface():
+def huggingface_rotation():
     """Transformers' function and its label, or the PyTorch equivalent labelled with why. Transformers 5
     dropped the function (its rotary embedding merges the sections itself), so the benchmark's baseline
     needs Transformers 4."""
@@ -96,45 +66,39 @@ def _huggingface():
     return fn, f"Transformers {version_label('transformers')} Qwen2-VL apply_multimodal_rotary_pos_emb"
 
 
-def build(provider, inputs, params) -> Built:
-    leaves = leaf_copies(inputs, GRAD_INPUTS)
-    q, k = leaves["q"], leaves["k"]
-    cos, sin = inputs["cos"], inputs["sin"]
-    section = mrope_section(q.shape[-1])
-    if provider == "huggingface":
-        fn, label = _huggingface()
-        return Built(lambda: fn(q, k, cos, sin, section), leaves, label, OUTPUT_NAMES)
-    if provider in ("liger", "liger_triton"):
-        liger = liger_triton_attr(q, "qwen2vl_mrope", "liger_multimodal_rotary_pos_emb", LIGER_TRITON_NEEDS_ON_CPU)
+class Qwen2VLMRoPE(RotaryAdapter):
+    KERNEL = "qwen2vl_mrope"
+    DETERMINISTIC_INPUTS = ("cos", "sin")
+
+    def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
+        d = Draws(self.KERNEL, params, dtype, seed, device)
+        batch, q_heads, seq, head_dim = d.shapes["q"]
+        kv_heads = d.shapes["k"][1]
+        q = torch.randn((batch, seq, q_heads, head_dim), generator=d.gen, device=device, dtype=torch.float32)
+        k = torch.randn((batch, seq, kv_heads, head_dim), generator=d.gen, device=device, dtype=torch.float32)
+        cos, sin = cos_sin_for(seq, head_dim, d.dtype, device)
+        return {"q": q.to(d.dtype).transpose(1, 2), "k": k.to(d.dtype).transpose(1, 2), "cos": cos, "sin": sin}
+
+    def reference(self, inputs, params):
+        q, k = inputs["q"], inputs["k"]
+        return _torch_apply_multimodal_rotary_pos_emb(q, k, inputs["cos"], inputs["sin"], mrope_section(q.shape[-1]))
+
+    def _huggingface(self, provider, inputs, params):
+        rotate, label = huggingface_rotation()
+        return self.rotation(rotate, inputs, label, mrope_section(inputs["q"].shape[-1]))
+
+    def _liger(self, provider, inputs, params):
+        q, cos, sin = inputs["q"], inputs["cos"], inputs["sin"]
+        rotate = liger_attr(q, "qwen2vl_mrope", "liger_multimodal_rotary_pos_emb")
         # Liger's kernel indexes cos/sin by q's batch; the script's batch is 1, larger ones get their own rows.
         if cos.shape[1] != q.shape[0]:
             cos = cos.expand(3, q.shape[0], -1, -1).contiguous()
             sin = sin.expand(3, q.shape[0], -1, -1).contiguous()
-        return Built(lambda: liger(q, k, cos, sin, section), leaves,
-                     f"Liger-Kernel {version_label('liger-kernel')} liger_multimodal_rotary_pos_emb (Triton)",
-                     OUTPUT_NAMES)
-    raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+        return self.rotation(rotate, {**inputs, "cos": cos, "sin": sin},
+                             liger_label("liger_multimodal_rotary_pos_emb", "Triton"), mrope_section(q.shape[-1]))
+
+    # "liger_triton" is the cuTile comparison's name for Liger's Triton kernel, "liger" the script's own.
+    BUILDERS = {"huggingface": _huggingface, "liger_triton": _liger, "liger": _liger}
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    """Forward reads q, k, cos, sin and writes q', k'; backward reads dq', dk', cos, sin and writes dq, dk;
-    full reads the distinct inputs once (q, k, cos, sin, dq', dk') and writes q', k', dq, dk."""
-    s = input_shapes(KERNEL, params)
-    e = RERUN_BYTES[dtype]
-    q, k, cos = s["q"], s["k"], s["cos"]
-    qk = (q[0] * q[1] * q[2] * q[3] + k[0] * k[1] * k[2] * k[3]) * e
-    tables = 2 * cos[0] * cos[1] * cos[2] * cos[3] * e
-    one = 2 * qk + tables
-    return {"forward": one, "backward": one, "full": 2 * one - tables}[mode]
-
-
-def flops(params, mode) -> int:
-    """Two multiplies and one add per element of q and k, each way."""
-    s = input_shapes(KERNEL, params)
-    q, k = s["q"], s["k"]
-    one = 3 * (q[0] * q[1] * q[2] * q[3] + k[0] * k[1] * k[2] * k[3])
-    return {"forward": one, "backward": one, "full": 2 * one}[mode]
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return []
+ADAPTER = Qwen2VLMRoPE()

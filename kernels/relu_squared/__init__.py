@@ -1,1 +1,6 @@
-"""Squared ReLU: the rerun adapter lives in ``impl``; the spec in ``kernels.gated_mlps``."""
+"""Squared ReLU: relu(x) ** 2, elementwise."""
+
+from kernels._spec import spec
+
+SPEC = spec("relu_squared", "Squared ReLU", tensors=lambda p: {"x": [p["rows"], p["hidden"]]},
+            parameter_names={"N": "hidden"})

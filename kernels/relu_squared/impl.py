@@ -1,4 +1,4 @@
-"""Squared ReLU's rerun adapter (``kernels._adapter.RerunAdapter``): relu(x) ** 2, elementwise on x [rows, hidden].
+"""Squared ReLU's rerun adapter: relu(x) ** 2, elementwise on x [rows, hidden].
 
 The workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_relu_squared.py`` (rows ``M`` = 4096,
 ``N`` swept, bfloat16): x drawn from a standard normal, ``LigerReLUSquared`` against the script's own
@@ -8,31 +8,11 @@ importable package.
 
 from __future__ import annotations
 
-from importlib.metadata import version
-
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import liger_triton_attr
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, numel, randn, required_input_shapes
-
-KERNEL = "relu_squared"
-PROVIDERS = ("liger", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("y",)
-GRAD_INPUTS = ("x",)
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float64
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    shape = required_input_shapes(KERNEL, params)["x"]
-    return {"x": randn(shape, RERUN_DTYPES[dtype], generator(seed, device), device)}
-
-
-def reference(inputs, params) -> tuple[torch.Tensor]:
-    return (F.relu(inputs["x"]) ** 2,)
+from kernels._providers import liger_attr, liger_label
+from kernels.engines.rowwise import RowwiseAdapter
 
 
 def torch_relu_squared(x: torch.Tensor) -> torch.Tensor:
@@ -40,29 +20,23 @@ def torch_relu_squared(x: torch.Tensor) -> torch.Tensor:
     return torch.square(F.relu(x))
 
 
-def build(provider, inputs, params) -> Built:
-    x = inputs["x"].detach().clone().requires_grad_(True)
-    if provider == "liger":
-        module = liger_triton_attr(x, "relu_squared", "LigerReLUSquared")()
-        label = f"Liger-Kernel {version('liger-kernel')} LigerReLUSquared"
-        return Built(lambda: (module(x),), {"x": x}, label, OUTPUT_NAMES)
-    if provider == "torch":
+class ReLUSquared(RowwiseAdapter):
+    KERNEL = "relu_squared"
+    # Per element: forward 2 (max with zero, square); backward 3 (mask, 2 * x, times dy).
+    FLOPS_PER_ELEMENT = (2, 3)
+
+    def reference(self, inputs, params) -> tuple[torch.Tensor]:
+        return (F.relu(inputs["x"]) ** 2,)
+
+    def _liger(self, provider, inputs, params):
+        module = liger_attr(inputs["x"], "relu_squared", "LigerReLUSquared")()
+        return self.pass_of(module, inputs, liger_label("LigerReLUSquared"))
+
+    def _torch(self, provider, inputs, params):
         label = f"PyTorch {torch.__version__} equivalent of upstream benchmark_relu_squared.py's TorchReLUSquared"
-        return Built(lambda: (torch_relu_squared(x),), {"x": x}, label, OUTPUT_NAMES)
-    raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+        return self.pass_of(torch_relu_squared, inputs, label)
+
+    BUILDERS = {"liger": _liger, "torch": _torch}
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    """Forward: read x, write y. Backward: read x and dy, write dx. Full: read x and dy, write y and dx."""
-    one = numel(required_input_shapes(KERNEL, params)["x"]) * RERUN_BYTES[dtype]
-    return {"forward": 2 * one, "backward": 3 * one, "full": 4 * one}[mode]
-
-
-def flops(params, mode) -> int:
-    """Per element: forward 2 (max with zero, square); backward 3 (mask, 2 * x, times dy)."""
-    n = numel(required_input_shapes(KERNEL, params)["x"])
-    return {"forward": 2 * n, "backward": 3 * n, "full": 5 * n}[mode]
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return []
+ADAPTER = ReLUSquared()

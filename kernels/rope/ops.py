@@ -15,7 +15,7 @@ from kernels._triton import CachedLaunch
 
 # A program rotates up to MAX_POSITIONS positions of every q and k head, so each position's cos/sin is
 # loaded once for all heads; as many positions as keep its q tile within TILE_ELEMENTS, and 8 warps
-# instead of 4 where one position's heads alone exceed it. Set in the first device session
+# instead of 4 where one position's heads alone exceed it. Set from the first GPU rerun
 # (h200-2026-12-02.jsonl.gz), not swept since: the kernel runs at 90% of copy bandwidth at its largest size.
 MAX_POSITIONS = 64
 TILE_ELEMENTS = 4096

@@ -1,6 +1,5 @@
-"""Sparse multi-token attention's rerun adapter (``kernels._adapter.RerunAdapter``):
-out = mask_0(conv2d(sparsemax(mask_-inf(scores)))), with the inputs, convolution and masks of
-``kernels.multi_token_attention.impl``.
+"""Sparse multi-token attention's rerun adapter: out = mask_0(conv2d(sparsemax(mask_-inf(scores)))); the
+inputs, the convolution and the cost model are ``kernels.engines.multi_token_attention``'s.
 
 The workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_sparse_multi_token_attention.py``: float32
 scores from a standard normal; the weight drawn as ``kaiming_uniform_(a=sqrt(5))`` draws it (which the
@@ -16,33 +15,11 @@ import torch
 import torch.nn.functional as F
 
 from kernels._adapter import Built, Unavailable
-from kernels._providers import version_label
-from kernels.multi_token_attention.impl import (
-    MASK_VALUE,
-    causal_mask,
-    conv_bytes,
-    conv_config,
-    conv_flops,
-    draw_inputs,
-    liger_module,
-    masked_conv,
-    module_built,
-    zero_bias,
-)
+from kernels._providers import liger_label
+from kernels.engines.multi_token_attention import MASK_VALUE, MultiTokenAttentionAdapter, causal_mask, conv_config
 
-KERNEL = "sparse_multi_token_attention"
-PROVIDERS = ("liger", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("out",)
-GRAD_INPUTS = ("scores", "weight")
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float64
 # Where upstream's PyTorch module takes a sorted score for one that was masked.
 MASKED_BELOW = -1e8
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    return draw_inputs(KERNEL, params, dtype, seed, device)
 
 
 def sparsemax(z: torch.Tensor) -> torch.Tensor:
@@ -55,13 +32,6 @@ def sparsemax(z: torch.Tensor) -> torch.Tensor:
     k = ((1 + ks * z_sorted) > cumsum).sum(dim=-1, keepdim=True)
     tau = (torch.gather(cumsum, -1, k - 1) - 1) / k.to(z.dtype)
     return torch.clamp(z - tau, min=0)
-
-
-def reference(inputs, params):
-    scores, weight = inputs["scores"], inputs["weight"]
-    mask = causal_mask(scores.shape[-1], scores.device)
-    probs = sparsemax(scores.masked_fill(~mask, MASK_VALUE))
-    return (masked_conv(probs, weight, None, params),)
 
 
 def torch_sparse_multi_token_attention(scores, weight, bias, params) -> torch.Tensor:
@@ -89,35 +59,28 @@ def torch_sparse_multi_token_attention(scores, weight, bias, params) -> torch.Te
     return out.masked_fill(~mask, zero).to(scores.dtype)
 
 
-def build(provider, inputs, params) -> Built:
-    if provider == "liger":
+class SparseMultiTokenAttention(MultiTokenAttentionAdapter):
+    KERNEL = "sparse_multi_token_attention"
+    # The sparsemax: 6 per score element forward (prefix sum, support test, threshold, subtract, clamp, the
+    # support count; the sort's comparisons not counted) and 4 backward (support mask, support sum, subtract,
+    # mask).
+    ACTIVATION_FLOPS = (6, 4)
+
+    def activation(self, scores, mask):
+        """The sparsemax over each query's keys, the future masked to the (finite) mask value."""
+        return sparsemax(scores.masked_fill(~mask, MASK_VALUE))
+
+    def _liger(self, provider, inputs, params) -> Built:
         if inputs["scores"].dtype != torch.float32:
             raise Unavailable("Liger's sparse multi-token attention supports float32 scores only")
-        module = liger_module(inputs, params, sparse=True)
-        label = f"Liger-Kernel {version_label('liger-kernel')} LigerMultiTokenAttention(sparse=True)"
-        return module_built(module, module.weight, inputs, label)
-    if provider == "torch":
-        scores = inputs["scores"].detach().clone().requires_grad_(True)
-        weight = inputs["weight"].detach().clone().requires_grad_(True)
-        bias = zero_bias(inputs, params)
-        label = (f"PyTorch {torch.__version__} equivalent of upstream benchmark_sparse_multi_token_attention.py's "
-                 "TorchSparseMultiTokenAttention")
-        return Built(lambda: (torch_sparse_multi_token_attention(scores, weight, bias, params),),
-                     {"scores": scores, "weight": weight}, label, OUTPUT_NAMES)
-    raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+        module = self.liger_module(inputs, params, sparse=True)
+        return self.module_built(module, module.weight, inputs, liger_label("LigerMultiTokenAttention(sparse=True)"))
+
+    def _torch(self, provider, inputs, params) -> Built:
+        return self.torch_built(torch_sparse_multi_token_attention, inputs, params,
+                                "benchmark_sparse_multi_token_attention.py's TorchSparseMultiTokenAttention")
+
+    BUILDERS = {"liger": _liger, "torch": _torch}
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    """As multi-token attention's: the sparsemax's sort and support are not counted."""
-    return conv_bytes(KERNEL, params, dtype, mode)
-
-
-def flops(params, mode) -> int:
-    """``conv_flops`` of multi-token attention, with the sparsemax at 6 per score element forward
-    (prefix sum, support test, threshold, subtract, clamp, the support count; the sort's comparisons not
-    counted) and 4 backward (support mask, support sum, subtract, mask)."""
-    return conv_flops(KERNEL, params, mode, 6, 4)
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return []
+ADAPTER = SparseMultiTokenAttention()

@@ -1,5 +1,5 @@
-"""Sparsemax's rerun adapter (``kernels._adapter.RerunAdapter``): the Euclidean projection of each row of x
-onto the probability simplex, max(x - tau, 0) with tau chosen so that each row sums to one.
+"""Sparsemax's rerun adapter: the Euclidean projection of each row of x onto the probability simplex,
+max(x - tau, 0) with tau chosen so that each row sums to one.
 
 x is [tokens, cols] (``hidden`` in upstream's token sweep), projected along ``dim`` (-1 upstream). The
 workloads follow Liger-Kernel's ``benchmark/scripts/benchmark_sparsemax.py``: x drawn from a standard
@@ -12,31 +12,18 @@ tolerance: the harness then records the upstream baseline as failing correctness
 from __future__ import annotations
 
 import math
-from importlib.metadata import version
 
 import torch
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import liger_triton_attr
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, numel, randn, required_input_shapes
+from kernels._providers import liger_attr, liger_label
+from kernels._tensors import numel, per_mode
+from kernels.engines.rowwise import RowwiseAdapter
 
-KERNEL = "sparsemax"
-PROVIDERS = ("liger", "torch")
-IMPLIED: dict[str, str] = {}
-OUTPUT_NAMES = ("y",)
-GRAD_INPUTS = ("x",)
-DETERMINISTIC_INPUTS = ()
-REFERENCE_DTYPE = torch.float64
 DEFAULT_DIM = -1
 
 
 def _dim(params) -> int:
     return int(params.get("dim", DEFAULT_DIM))
-
-
-def make_inputs(params, dtype, seed, device) -> dict[str, torch.Tensor]:
-    shape = required_input_shapes(KERNEL, params)["x"]
-    return {"x": randn(shape, RERUN_DTYPES[dtype], generator(seed, device), device)}
 
 
 def _threshold(z: torch.Tensor) -> torch.Tensor:
@@ -57,47 +44,38 @@ def torch_sparsemax(x: torch.Tensor, dim: int = DEFAULT_DIM) -> torch.Tensor:
     return torch.clamp(z - _threshold(z), min=0).movedim(-1, dim)
 
 
-def reference(inputs, params) -> tuple[torch.Tensor]:
-    """Sparsemax whose gradient is the one on its support {y > 0}, as Liger's backward and the sparsemax
-    paper define it. Where an element equals tau exactly (frequent with bf16 inputs, whose sums land on
-    the same grid), a clamp would pass that element's gradient while tau leaves it out of the support,
-    a mixture of the two one-sided Jacobians; ``where`` keeps it out of both."""
-    dim = _dim(params)
-    z = inputs["x"].movedim(dim, -1)
-    tau = _threshold(z)
-    return (torch.where(z > tau, z - tau, torch.zeros_like(z)).movedim(-1, dim),)
+class Sparsemax(RowwiseAdapter):
+    KERNEL = "sparsemax"
 
+    def reference(self, inputs, params) -> tuple[torch.Tensor]:
+        """Sparsemax whose gradient is the one on its support {y > 0}, as Liger's backward and the sparsemax
+        paper define it. Where an element equals tau exactly (frequent with bf16 inputs, whose sums land on
+        the same grid), a clamp would pass that element's gradient while tau leaves it out of the support,
+        a mixture of the two one-sided Jacobians; ``where`` keeps it out of both."""
+        dim = _dim(params)
+        z = inputs["x"].movedim(dim, -1)
+        tau = _threshold(z)
+        return (torch.where(z > tau, z - tau, torch.zeros_like(z)).movedim(-1, dim),)
 
-def build(provider, inputs, params) -> Built:
-    x = inputs["x"].detach().clone().requires_grad_(True)
-    dim = _dim(params)
-    if provider == "liger":
-        module = liger_triton_attr(x, "sparsemax", "LigerSparsemax")(dim=dim)
-        label = f"Liger-Kernel {version('liger-kernel')} LigerSparsemax"
-        return Built(lambda: (module(x),), {"x": x}, label, OUTPUT_NAMES)
-    if provider == "torch":
+    def _liger(self, provider, inputs, params):
+        module = liger_attr(inputs["x"], "sparsemax", "LigerSparsemax")(dim=_dim(params))
+        return self.pass_of(module, inputs, liger_label("LigerSparsemax"))
+
+    def _torch(self, provider, inputs, params):
+        dim = _dim(params)
         label = f"PyTorch {torch.__version__} equivalent of upstream benchmark_sparsemax.py's torch_sparsemax"
-        return Built(lambda: (torch_sparsemax(x, dim),), {"x": x}, label, OUTPUT_NAMES)
-    raise Unavailable(f"unknown provider {provider!r} for {KERNEL}")
+        return self.pass_of(lambda x: torch_sparsemax(x, dim), inputs, label)
+
+    BUILDERS = {"liger": _liger, "torch": _torch}
+
+    def flops(self, params, mode) -> int:
+        """Forward: a sort of each row (n log2 n comparisons) and 5 per element (prefix sum, bound, compare,
+        support sum, subtract and clamp); backward: 4 per element (support mask, masked sum, subtract the
+        support's mean, mask)."""
+        shape = self.shape(params)
+        cols = shape[_dim(params)]
+        n = numel(shape)
+        return per_mode(n * max(1, math.ceil(math.log2(cols))) + 5 * n, 4 * n, mode)
 
 
-def bytes_moved(params, dtype, mode) -> int:
-    """Forward: read x, write y. Backward: read y (for the support) and dy, write dx. Full: read x and
-    dy, write y and dx."""
-    one = numel(required_input_shapes(KERNEL, params)["x"]) * RERUN_BYTES[dtype]
-    return {"forward": 2 * one, "backward": 3 * one, "full": 4 * one}[mode]
-
-
-def flops(params, mode) -> int:
-    """Forward: a sort of each row (n log2 n comparisons) and 5 per element (prefix sum, bound, compare,
-    support sum, subtract and clamp); backward: 4 per element (support mask, masked sum, subtract the
-    support's mean, mask)."""
-    shape = required_input_shapes(KERNEL, params)["x"]
-    cols = shape[_dim(params)]
-    n = numel(shape)
-    forward = n * max(1, math.ceil(math.log2(cols))) + 5 * n
-    return {"forward": forward, "backward": 4 * n, "full": forward + 4 * n}[mode]
-
-
-def matmul_shapes(params) -> list[tuple[int, int, int]]:
-    return []
+ADAPTER = Sparsemax()

@@ -1,6 +1,6 @@
 """SwiGLU MLP: down(silu(gate(x)) * up(x)), as in Llama."""
 
+from kernels._shapes import gated_mlp
 from kernels._spec import spec
-from kernels.geglu import mlp_tensors
 
-SPEC = spec("swiglu", "SwiGLU MLP", implied=("hidden_act",), defaults={"batch": 1}, tensors=mlp_tensors)
+SPEC = spec("swiglu", "SwiGLU MLP", implied=("hidden_act",), defaults={"batch": 1}, tensors=gated_mlp)

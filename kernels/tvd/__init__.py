@@ -1,1 +1,6 @@
-"""Total variation distance: the rerun adapter lives in ``impl``; the spec in ``kernels.losses``."""
+"""Total variation distance between two distributions over the vocabulary."""
+
+from kernels._shapes import two_distributions
+from kernels._spec import spec
+
+SPEC = spec("tvd", "Total variation distance", tensors=two_distributions)

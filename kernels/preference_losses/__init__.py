@@ -1,1 +1,0 @@
-"""What the LM-head loss adapters share: ORPO/CPO/SimPO's inputs and HF baselines, and every head's cost model."""
