@@ -86,7 +86,8 @@ def published(tmp_path_factory):
 
 
 def test_the_verdict_tables_are_assets_of_the_one_publication():
-    assert {verdict_defs.CLAIM_CHECKS, verdict_defs.LISTING_RANKS, verdict_defs.ATTESTATIONS} <= set(warehouse_tables.keys)
+    assert {verdict_defs.CLAIM_CHECKS, verdict_defs.LISTING_RANKS, verdict_defs.ATTESTATIONS,
+            verdict_defs.VERSION_CHECKS, verdict_defs.VERDICT_REPLICATION} <= set(warehouse_tables.keys)
     assert not warehouse_tables.can_subset  # published with every other warehouse table, or not at all
 
 
@@ -154,3 +155,16 @@ def test_listing_ranks_and_attestations_report_their_tables(published):
     assert metadata_of(second, verdict_defs.LISTING_RANKS)["dagster/row_count"].value == listed > 0
     attestations = metadata_of(second, verdict_defs.ATTESTATIONS)
     assert "dagster/column_schema" in attestations and "refused" in attestations
+
+
+def test_version_checks_and_replication_report_what_an_operator_reads(published):
+    home, _, second = published
+    [(checked,)] = query(home, "SELECT count(*) FROM version_checks")
+    versions = metadata_of(second, verdict_defs.VERSION_CHECKS)
+    assert versions["dagster/row_count"].value == checked
+    assert "| protocol | version_effect | claims |" in versions["version_effects"].value
+    [(flipped,)] = query(home, "SELECT coalesce(sum(flipped), 0) FROM verdict_replication "
+                               "WHERE protocol = 'kernelindex-device-time'")
+    replication = metadata_of(second, verdict_defs.VERDICT_REPLICATION)
+    assert "| protocol | decided | replicated |" in replication["replication"].value
+    assert replication["flipped/kernelindex-device-time"].value == flipped

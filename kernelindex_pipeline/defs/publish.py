@@ -10,9 +10,13 @@ from kernelindex_pipeline.defs.verdicts import (
     ATTESTATIONS,
     CLAIM_CHECKS,
     LISTING_RANKS,
+    VERDICT_REPLICATION,
+    VERSION_CHECKS,
     attestations_metadata,
     claim_checks_metadata,
     listing_ranks_metadata,
+    verdict_replication_metadata,
+    version_checks_metadata,
 )
 from kernelindex_pipeline.views import RANK_CHANGES_SQL
 
@@ -74,6 +78,15 @@ def _specs() -> list[dg.AssetSpec]:
             "indistinguishable, or not re-checked with the reason; and `verdict_history`, what each claim's "
             "verdict was and since when."),
         dg.AssetSpec(
+            VERSION_CHECKS, deps=[CLAIM_CHECKS], group_name="warehouse", kinds={"duckdb", "parquet"},
+            description="Every reversed claim (and the seed records' claims) re-checked by reruns of the "
+            "Liger-Kernel release the source measured, beside its verdict at the reruns' current release: "
+            "none, liger_changed, or not_run with the reason."),
+        dg.AssetSpec(
+            VERDICT_REPLICATION, deps=[CLAIM_CHECKS], group_name="warehouse", kinds={"duckdb"},
+            description="Per kernel and protocol, the claims measured in two or more independent rerun sessions "
+            "and whether each session alone gave the same verdict (kept, moved, flipped held <-> reversed)."),
+        dg.AssetSpec(
             ATTESTATIONS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
             description="Readers' reproductions of runs and notes on them, validated from the attestation files "
             "(docs/attestations.md); a refused file is a `quarantine` row with its reason."),
@@ -105,6 +118,8 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
         yield dg.MaterializeResult(asset_key=COMPARISON_RANKS, metadata=_ranks_metadata(con, done))
         yield dg.MaterializeResult(asset_key=LISTING_RANKS, metadata=listing_ranks_metadata(con, done.ranks.details))
         yield dg.MaterializeResult(asset_key=CLAIM_CHECKS, metadata=claim_checks_metadata(con, done.claims.details))
+        yield dg.MaterializeResult(asset_key=VERSION_CHECKS, metadata=version_checks_metadata(con))
+        yield dg.MaterializeResult(asset_key=VERDICT_REPLICATION, metadata=verdict_replication_metadata(con))
         yield dg.MaterializeResult(asset_key=ATTESTATIONS, metadata=attestations_metadata(
             con, done.runs.details.get("attestations", 0)))
 

@@ -10,6 +10,8 @@ from kernelindex_pipeline.verdict_history import CLAIM
 from kernelindex_pipeline.warehouse import table_columns
 
 CLAIM_CHECKS = dg.AssetKey("claim_checks")
+VERSION_CHECKS = dg.AssetKey("version_checks")
+VERDICT_REPLICATION = dg.AssetKey("verdict_replication")
 LISTING_RANKS = dg.AssetKey("listing_ranks")
 ATTESTATIONS = dg.AssetKey("attestations")
 
@@ -57,6 +59,32 @@ def claim_checks_metadata(con, details: dict) -> dict:
                                                else "No verdict changed in this publication."),
     })
     return metadata
+
+
+VERSION_EFFECTS_SQL = ("SELECT protocol, version_effect, count(*) AS claims FROM version_checks "
+                       "GROUP BY ALL ORDER BY ALL")
+REPLICATION_SQL = """
+SELECT protocol, sum(decided_claims) AS decided, sum(replicated) AS replicated, sum(kept) AS kept,
+    sum(moved) AS moved, sum(flipped) AS flipped,
+    round(100.0 * sum(decided_kept) / nullif(sum(decided_replicated), 0), 1) AS held_reversed_kept_pct,
+    count(*) FILTER (WHERE replicated > 0) AS families
+FROM verdict_replication GROUP BY protocol ORDER BY protocol
+"""
+
+
+def version_checks_metadata(con) -> dict:
+    """The claims re-checked at the source's own Liger release, by protocol and version effect."""
+    metadata = table_metadata(con, "version_checks")
+    metadata["version_effects"] = dg.MetadataValue.md(markdown_table(con, VERSION_EFFECTS_SQL))
+    return metadata
+
+
+def verdict_replication_metadata(con) -> dict:
+    """How many claims two or more sessions measured, and how many kept their verdict, per protocol."""
+    rows = con.execute(REPLICATION_SQL).fetchall()
+    return {"replication": dg.MetadataValue.md(markdown_table(con, REPLICATION_SQL)),
+            **{f"held_reversed_kept_pct/{protocol}": float(pct) for protocol, *_, pct, _ in rows if pct is not None},
+            **{f"flipped/{protocol}": int(flipped) for protocol, _, _, _, _, flipped, *_ in rows}}
 
 
 def listing_ranks_metadata(con, details: dict) -> dict:
