@@ -7,6 +7,10 @@ pass, metric and workload is looked up on KernelIndex's GPU: the newest rerun ba
 that measured both a and b side by side. Verdicts compare orders and ratios, never absolute times across
 GPUs; their statistics are in `verdicts.py`. A claim with no usable rerun says why (`not re-checked`).
 Claims are checked for the source groups in `scope_groups` (see ranking.py).
+
+Long because one query finds every claim's rerun sessions, and the steps that turn them into verdicts (why
+a claim has none, pooling its sessions, widening a single one, the checks at the source's own release) read
+its rows and belong beside it.
 """
 
 from __future__ import annotations

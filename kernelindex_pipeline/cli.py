@@ -1,4 +1,8 @@
-"""`kernelindex`: ingest, show, query, export and rerun, on the warehouse under KERNELINDEX_HOME."""
+"""`kernelindex`: ingest, show, query, export and rerun, on the warehouse under KERNELINDEX_HOME.
+
+Long because each command turns every failure an operator can meet (a full disk, an unwritable Dagster
+storage, an identifier that names no run) into one line; each command is short.
+"""
 
 from __future__ import annotations
 

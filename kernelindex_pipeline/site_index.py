@@ -21,6 +21,7 @@ from collections.abc import Callable
 from kernelindex_pipeline.display import escape as _e, quantity
 from kernelindex_pipeline.glossary import GLOSSARY_PAGE, term_link
 from kernelindex_pipeline.site import kernel_slug
+from kernelindex_pipeline.identity import API_VERSION
 
 INDEX_SQL = """
 SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.metric, r.gpu, r.form_factor,
@@ -58,11 +59,11 @@ def run_index_files(con) -> dict[str, str]:
             entry["manifest"] = f"runs/{entry['run_id']}.json"
             lines[entry["kernel"]].append(json.dumps(entry, ensure_ascii=False))
     files = {f"index/{kernel_file(kernel)}.json": (
-        f'{{"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndex", "kernel": {json.dumps(kernel)}, "runs": [\n'
+        f'{{"apiVersion": "{API_VERSION}", "kind": "RunIndex", "kernel": {json.dumps(kernel)}, "runs": [\n'
         + ",\n".join(entries) + "\n]}\n") for kernel, entries in lines.items()}
     contents = [{"kernel": kernel, "runs": len(entries), "file": f"index/{kernel_file(kernel)}.json"}
                 for kernel, entries in sorted(lines.items())]
-    files["index.json"] = json.dumps({"apiVersion": "kernelindex.dev/v1alpha1", "kind": "RunIndexContents",
+    files["index.json"] = json.dumps({"apiVersion": API_VERSION, "kind": "RunIndexContents",
                                       "runs": sum(c["runs"] for c in contents), "kernels": contents},
                                      ensure_ascii=False, indent=1) + "\n"
     return files

@@ -5,6 +5,8 @@ goes to `landing/`. Publishing turns every landed revision not yet in the wareho
 rerun evidence, into the next generation of the warehouse in one go (`Warehouse.publish`): snapshots,
 observations, runs, manifests, ranks and their Parquet copies change together or not at all. What a
 publication derives from them (runs, manifests, ranks, claim checks) is in derived.py.
+
+Long because publication is one transaction: each step it runs is here, in the order it runs them.
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ Decision. The parity band is [1 - parity, 1 + parity] around ratio 1. The label 
 A claim measured in one session only has no spread between sessions of its own: `widened` widens its
 interval by the spread measured between sessions for its kernel and protocol (the `session_spread` view).
 
+Long because the rule and the bootstrap behind its intervals are one method, read together; the bootstrap's
+vectorized weighted medians are most of the code.
+
 `consistent` states the rule as a predicate on (claim type, verdict, interval); docs/verdict-consistency.sql
 is the same check over `claim_checks`.
 """

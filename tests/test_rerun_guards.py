@@ -14,7 +14,7 @@ import torch
 
 from kernels._adapter import Built, load_adapter
 from kernelindex_pipeline import reasons
-from kernelindex_pipeline.gpu import rerun
+from kernelindex_pipeline.gpu import measure
 from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back
 from kernelindex_pipeline.gpu.correctness import check_correctness
 
@@ -133,7 +133,7 @@ def test_a_target_past_its_time_is_recorded_as_timeout_and_the_session_goes_on()
               "unavailable": {"liger_cutile": "no rerun provider for liger_cutile"},
               "modes": ["forward"], "metrics": ["latency"]}
     started = time.monotonic()
-    outcomes, stats = rerun.measure_target(target, _Slow(2.0), 1 << 40, log=lambda *_: None, device="cpu",
+    outcomes, stats = measure.measure_target(target, _Slow(2.0), 1 << 40, log=lambda *_: None, device="cpu",
                                            timeout_s=0.5)
     assert time.monotonic() - started < 5
     assert outcomes["torch"]["status"] == "timeout" and outcomes["torch"]["code"] == reasons.TIMEOUT
@@ -142,6 +142,6 @@ def test_a_target_past_its_time_is_recorded_as_timeout_and_the_session_goes_on()
     assert all(not per_provider for per_provider in stats.values())
     # The next target measures as it would have: no alarm is left behind.
     ok = {**target, "unavailable": {}, "metrics": []}
-    outcomes, _ = rerun.measure_target(ok, _Slow(0.0), 1 << 40, log=lambda *_: None, device="cpu", timeout_s=30)
+    outcomes, _ = measure.measure_target(ok, _Slow(0.0), 1 << 40, log=lambda *_: None, device="cpu", timeout_s=30)
     assert outcomes["torch"]["status"] == "passed"
     time.sleep(0.6)

@@ -5,12 +5,13 @@ import json
 import kernels
 from kernelindex_pipeline import cli
 from kernelindex_pipeline.defs import reruns
+from kernelindex_pipeline.gpu import rerun
 
 
 def test_rerun_without_cuda_says_so_and_publishes_nothing(shipped_warehouse, monkeypatch, capsys, tmp_path):
     evidence = tmp_path / "evidence"
     monkeypatch.setenv("KERNELINDEX_HOME", str(shipped_warehouse.home))
-    assert not reruns.cuda_available()
+    assert not rerun.cuda_available()
     assert cli.main(["rerun"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"kernelindex: {reruns.NO_CUDA}"

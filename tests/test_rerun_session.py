@@ -11,7 +11,7 @@ import pytest
 from kernels._adapter import load_adapter
 from kernelindex_pipeline import catalog
 from kernelindex_pipeline.evidence import controlled_run
-from kernelindex_pipeline.gpu import records, rerun
+from kernelindex_pipeline.gpu import measure, records, rerun
 
 ENV = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "ExecutionEnvironment", "metadata": {"name": "x", "title": "x"},
        "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0},
@@ -145,10 +145,10 @@ def test_evidence_accepts_records_without_timings():
 
 def test_too_large_is_judged_from_the_input_tensors():
     params = TARGET["params"]
-    nbytes = rerun.input_bytes("rms_norm", params, "bf16")
+    nbytes = measure.input_bytes("rms_norm", params, "bf16")
     assert nbytes >= 2048 * 1024 * 2
-    assert rerun.too_large_reason("rms_norm", params, "bf16", 140 * 2**30) is None
-    reason = rerun.too_large_reason("rms_norm", params, "bf16", nbytes)
+    assert measure.too_large_reason("rms_norm", params, "bf16", 140 * 2**30) is None
+    reason = measure.too_large_reason("rms_norm", params, "bf16", nbytes)
     assert reason and "exceed the device" in reason
 
 

@@ -3,7 +3,6 @@
 
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -26,22 +25,8 @@ class RerunConfig(dg.Config):
         default=False, description="only workloads awaiting a rerun: a claim in claim_checks not re-checked for want of rerun evidence")
 
 
-def partition_kernels() -> list[str]:
-    """The kernel families with a rerun adapter package (kernels/<name>/impl.py), one partition each;
-    the asset refuses a partition whose adapter ``load_adapter`` does not accept."""
-    root = Path(kernels.__file__).parent
-    return sorted(p.parent.name for p in root.glob("*/impl.py"))
-
-
-KERNEL_PARTITIONS = dg.StaticPartitionsDefinition(partition_kernels())
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+# One partition per kernel family (kernels/<family>/ with its ADAPTER).
+KERNEL_PARTITIONS = dg.StaticPartitionsDefinition(list(kernels.FAMILIES))
 
 
 @dg.asset(group_name="gpu", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
@@ -51,6 +36,8 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
     providers its source comparison groups hold: correctness first on fresh random inputs, then timing
     under KernelIndex's protocol and the source's own (do_bench) harness; writes one evidence file
     (gzipped JSONL) into the evidence directory, within ``device_minutes``."""
+    from kernelindex_pipeline.gpu.rerun import cuda_available
+
     if not cuda_available():
         raise dg.Failure(description=NO_CUDA)
     from kernels._adapter import load_adapter
