@@ -385,8 +385,6 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
             each = [dict(next(checked), session=session, evidence_file=file, rerun_a_run_id=a, rerun_b_run_id=b)
                     for session, file, a, b in zip(row["session_keys"], row["session_files"], row["session_a_run_ids"],
                                                    row["session_b_run_ids"])] if len(row["session_keys"]) > 1 else []
-        if row["source_artifact"]:
-            pooled = dict(pooled, reason=f"source artifact ({row['source_artifact']}); the rerun: {pooled['reason']}")
         row.update({k: pooled[k] for k in ("rerun_ratio", "ci_low", "ci_high", "spread_a", "spread_b", "sessions",
                                            "verdict", "reason", "reason_code")},
                    n_a=pooled["n_a"], n_b=pooled["n_b"], between_session_sd=between,
@@ -422,6 +420,20 @@ def _checked(row: dict, interval: verdicts.RatioInterval) -> dict:
             "n_b": interval.n_b, "spread_a": interval.spread_a, "spread_b": interval.spread_b,
             "sessions": interval.sessions, "verdict": decided.verdict, "reason": decided.reason,
             "reason_code": decided.code}
+
+
+# A source artifact is judged over a whole sweep, so a new revision can flag or clear claims of groups it does
+# not touch: every compiled provider's claim takes its flag afresh at each publication.
+REFLAG_SQL = """
+UPDATE claim_checks SET source_artifact = (
+    SELECT string_agg(sa.reason, '; ' ORDER BY sa.run_id) FROM source_artifacts sa
+    WHERE sa.run_id IN (claim_checks.a_run_id, claim_checks.b_run_id))
+WHERE list_has_any([a_provider, b_provider], $compiled)
+"""
+
+
+def reflag_source_artifacts(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(REFLAG_SQL, {"compiled": list(catalog.COMPILED_PROVIDERS)})
 
 
 def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -258,6 +258,7 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True)
     changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                             key="comparison_key")
     con.unregister("cc_new")
+    claims.reflag_source_artifacts(con)
     con.register("vc_new", claims.version_checks(con, checked))
     changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
                              key="comparison_key")

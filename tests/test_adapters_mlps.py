@@ -165,7 +165,7 @@ def test_providers_match_reference(kernel, params, dtype):
     for provider in providers:
         res = result[provider]
         if provider in MEGATRON_PROVIDERS and importlib.util.find_spec("megatron") is None:
-            assert res == {"status": "unavailable", "reason": res["reason"]}
+            assert res == {"status": "unavailable", "reason": res["reason"], "code": "unavailable_provider"}
             assert "megatron-core not importable" in res["reason"]
             continue
         ac.assert_passed(impl, provider, res)

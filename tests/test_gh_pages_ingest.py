@@ -281,9 +281,6 @@ def test_the_source_dyt_torch_compile_series_is_named_a_source_artifact(both_hom
     [(flagged_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
                                            "WHERE source_artifact IS NOT NULL")
     assert 0 < flagged_claims < torch_compile_claims
-    reasons = query(both_home, "SELECT DISTINCT reason FROM claim_checks WHERE source_artifact IS NOT NULL "
-                               "AND verdict <> 'not re-checked'")
-    assert all(r.startswith("source artifact (torch.compile fell back") for (r,) in reasons)
 
 
 def test_dyt_torch_compile_reruns_without_their_graphs_decide_nothing(both_home):
@@ -447,7 +444,9 @@ def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
     export_group_of(both_home, run_id, site)
     page = (site / "runs" / f"{run_id}.html").read_text()
     links = re.findall(r'<a class="statement" href="([^"]+)">statement</a>', page)
-    assert len(links) == 2  # one per protocol
+    [(decided,)] = query(both_home, "SELECT count(*) FROM listing_claim_checks c JOIN runs r ON r.run_id = c.b_run_id "
+                                    "WHERE r.external_id = ? AND c.verdict <> 'not re-checked'", [SEED])
+    assert len(links) == decided >= 1  # one per decided verdict
     for link in links:
         assert link.startswith(f"{Site().url}/statements/")
         statement = json.loads((folder / link.rpartition("/")[2]).read_text())
