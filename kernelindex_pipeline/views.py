@@ -42,7 +42,8 @@ WITH protocols AS (
 ), pairs AS (
     SELECT a.kernel, a.protocol, a.operation_mode, a.workload_digest, a.environment_digest, a.protocol_digest,
         a.provider AS a_provider, a.revision AS a_revision, b.provider AS b_provider, b.revision AS b_revision,
-        count(*) AS sessions, stddev_samp(ln(b.m / a.m)) AS sd
+        -- rounded: a parallel aggregate sums in no fixed order, and the last bits would differ between builds
+        count(*) AS sessions, round(stddev_samp(ln(b.m / a.m)), 12) AS sd
     FROM per_session a JOIN per_session b USING (kernel, protocol, operation_mode, workload_digest,
                                                 environment_digest, protocol_digest, session)
     WHERE a.provider < b.provider
