@@ -100,9 +100,28 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
 }
 
 
-# Providers whose label names a compiler, with the eager provider they compile: a rerun of one records what
-# the compiler produced, and a source series of one that times as its eager twin ran eager.
-COMPILED_PROVIDERS = {"torch_compile": "torch"}
+# Providers built by a compiler, keyed by (kernel, provider), kernel None for every kernel, with the eager
+# provider of the same kernel that they compile: a rerun of one records what the compiler produced, and a source
+# series of one that times as its eager twin ran eager. Megatron-Core's fused cross entropy is its eager one's
+# steps put through `megatron.core.jit.jit_fuser`, which is torch.compile, or a no-op where Megatron finds no
+# usable compiler.
+COMPILED_PROVIDERS = {
+    (None, "torch_compile"): "torch",
+    ("megatron_cross_entropy", "megatron-fused"): "megatron-unfused",
+    ("megatron_cross_entropy", "megatron"): "megatron-unfused",
+}
+COMPILED_PROVIDER_NAMES = sorted({provider for _, provider in COMPILED_PROVIDERS})
+
+
+def is_compiled(kernel: str, provider: str) -> bool:
+    return (kernel, provider) in COMPILED_PROVIDERS or (None, provider) in COMPILED_PROVIDERS
+
+
+def compiled_sql(kernel: str, provider: str) -> str:
+    """A SQL condition, over the columns named ``kernel`` and ``provider``: that the provider is compiled."""
+    return "(" + " OR ".join(
+        f"{provider} = '{p}'" if k is None else f"({kernel} = '{k}' AND {provider} = '{p}')"
+        for k, p in COMPILED_PROVIDERS) + ")"
 
 
 def implementation(provider: str) -> Implementation:

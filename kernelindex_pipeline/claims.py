@@ -62,7 +62,7 @@ WITH source AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
 ), controlled AS (
     SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
-        c.record->>'compile' IS NULL AND c.provider IN ({compiled}) AS compile_unrecorded
+        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded
     FROM controlled_runs c JOIN protocols p ON p.family = c.family
 ), sessions AS (
     -- every rerun session that measured a and b side by side; within one, records that passed, then the run
@@ -319,7 +319,7 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
     """The claims `claim_filter` admits, each with its verdict or the reason it has none under each
     protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
     protocol_values = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
-    compiled = ", ".join(f"'{p}'" for p in catalog.COMPILED_PROVIDERS)
+    compiled = catalog.compiled_sql("c.kernel", "c.provider")
     rows = records(con, CANDIDATES_SQL.format(protocols=protocol_values, compiled=compiled, release=release,
                                               claim_filter=claim_filter))
     known = _known_intervals(con, rows) if reuse_intervals else {}
@@ -433,7 +433,7 @@ WHERE list_has_any([a_provider, b_provider], $compiled)
 
 
 def reflag_source_artifacts(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(REFLAG_SQL, {"compiled": list(catalog.COMPILED_PROVIDERS)})
+    con.execute(REFLAG_SQL, {"compiled": catalog.COMPILED_PROVIDER_NAMES})
 
 
 def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -63,14 +63,14 @@ SOURCE_ARTIFACT_MATCH = 0.005
 SOURCE_ARTIFACT_APART = 0.05
 SOURCE_ARTIFACTS_SQL = f"""
 WITH twins AS (
-    SELECT * FROM (VALUES {{twins}}) t(compiled, eager)
+    SELECT * FROM (VALUES {{twins}}) t(kernel, compiled, eager)
 ), src AS (
     SELECT r.* FROM ranks k JOIN runs r USING (run_id)
     WHERE r.evidence_level = 'source-native' AND r.metric = 'latency' AND r.median_value > 0
 ), pairs AS (
     SELECT c.run_id, c.kernel, c.operation_mode, c.gpu, coalesce(c.form_factor, '') AS form_factor, c.source,
         c.provider, t.eager, e.run_id AS eager_run_id, c.median_value / e.median_value AS ratio
-    FROM src c JOIN twins t ON c.provider = t.compiled
+    FROM src c JOIN twins t ON c.provider = t.compiled AND coalesce(t.kernel, c.kernel) = c.kernel
     JOIN src e ON e.comparison_key = c.comparison_key AND e.provider = t.eager
 ), sweeps AS (
     SELECT kernel, operation_mode, gpu, form_factor, source, provider, max(abs(ratio - 1)) AS widest
@@ -84,7 +84,8 @@ SELECT p.run_id, p.eager_run_id, p.kernel, p.operation_mode, p.gpu, nullif(p.for
         || round(s.widest * 100, 1) || '% apart elsewhere in the same sweep' AS reason
 FROM pairs p JOIN sweeps s USING (kernel, operation_mode, gpu, form_factor, source, provider)
 WHERE abs(p.ratio - 1) <= {SOURCE_ARTIFACT_MATCH} AND s.widest > {SOURCE_ARTIFACT_APART}
-""".format(twins=", ".join(f"('{c}', '{e}')" for c, e in COMPILED_PROVIDERS.items()))
+""".format(twins=", ".join(f"({'NULL::VARCHAR' if k is None else repr(k)}, '{c}', '{e}')"
+                           for (k, c), e in COMPILED_PROVIDERS.items()))
 
 # Groups whose order changed between the previous upstream revision and the latest, among the comparison
 # groups that `{groups}` (a condition on comparison_key) admits.

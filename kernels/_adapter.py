@@ -67,6 +67,11 @@ class RerunAdapter(Protocol):
       tables, say), so the same for every seed; ``()`` when none.
     - ``REFERENCE_DTYPE``: the precision ``reference`` runs in (``torch.float64``, or ``torch.float32``
       where float64 GEMMs at the rerun sizes would take too long; the harness turns TF32 off).
+    - ``BACKWARD_CONSUMES_GRAPH``: whether the family's backward passes overwrite what their forward saved
+      (Megatron's cross entropy turns its saved softmax into the gradient in place), so that one forward's
+      graph takes one backward only. The harness then times each backward repetition on a fresh forward,
+      run untimed before it, and the source replica times forward and backward together, as the source's
+      script for such a family does.
 
     Functions (``params``: the workload's canonical parameters; ``dtype``: ``"bf16"``, ``"fp16"`` or
     ``"fp32"``; ``mode``: ``"forward"``, ``"backward"`` or ``"full"``):
@@ -95,6 +100,7 @@ class RerunAdapter(Protocol):
     GRAD_INPUTS: tuple[str, ...]
     DETERMINISTIC_INPUTS: tuple[str, ...]
     REFERENCE_DTYPE: torch.dtype
+    BACKWARD_CONSUMES_GRAPH: bool
 
     def make_inputs(self, params: Mapping[str, object], dtype: str, seed: int, device) -> dict[str, torch.Tensor]:
         ...
@@ -136,6 +142,7 @@ class Adapter:
 
     IMPLIED: Mapping[str, str] = MappingProxyType({})
     DETERMINISTIC_INPUTS: tuple[str, ...] = ()
+    BACKWARD_CONSUMES_GRAPH = False
     BUILDERS: Mapping[str, Builder] = MappingProxyType({})
 
     @property

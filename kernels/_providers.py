@@ -53,6 +53,14 @@ def transformers_or(module: str, name: str, equivalent, what: str):
     return found, f"Transformers {version_label('transformers')} {what}"
 
 
+def fresh_dynamo() -> None:
+    """Dynamo's caches and counters reset: what it compiles from here on is compiled afresh, and counted."""
+    import torch
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+
+
 def torch_compiled(module, x):
     """``torch.compile(module)`` with default inductor settings, as upstream's scripts build it, compiled
     afresh: dynamo's caches and counters are reset first, so that no recompile count carries over from
@@ -65,8 +73,7 @@ def torch_compiled(module, x):
     """
     import torch
 
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
+    fresh_dynamo()
     compiled = torch.compile(module)
     if not x.is_cuda:
         try:

@@ -145,3 +145,46 @@ def test_a_target_past_its_time_is_recorded_as_timeout_and_the_session_goes_on()
     outcomes, _ = measure.measure_target(ok, _Slow(0.0), 1 << 40, log=lambda *_: None, device="cpu", timeout_s=30)
     assert outcomes["torch"]["status"] == "passed"
     time.sleep(0.6)
+
+
+MEGATRON_CE = {"batch": 1, "seq": 32, "tensor_parallel": 1, "vocab": 256}
+
+
+@pytest.fixture
+def megatron_fused_steps():
+    """Megatron-Core's fused cross entropy module, reloaded after each test with its own `jit_fuser`."""
+    import importlib
+
+    pytest.importorskip("megatron.core", reason="megatron-core is a `baselines` extra; .ci/run installs it")
+    jit = importlib.import_module("megatron.core.jit")
+    fused = importlib.import_module("megatron.core.fusions.fused_cross_entropy")
+    compiler = jit.jit_fuser
+    yield jit, fused
+    jit.jit_fuser = compiler
+    importlib.reload(fused)
+
+
+def test_megatrons_fused_cross_entropy_is_checked_as_the_compiled_provider_it_is(megatron_fused_steps):
+    jit, fused = megatron_fused_steps
+    assert jit.jit_fuser is torch.compile
+    adapter = load_adapter("megatron_cross_entropy")
+    result = check_correctness(adapter, ["megatron-fused"], MEGATRON_CE, "bf16", "cpu", seeds=(1,))["megatron-fused"]
+    assert result["status"] == "passed", result
+    assert result["compile"]["graphs"] > 0 and result["compile"]["frames_compiled"] == result["compile"]["frames"]
+
+
+def test_megatrons_fused_cross_entropy_without_a_compiler_is_failed_as_fallen_back(megatron_fused_steps):
+    """Where Megatron finds no usable compiler its `jit_fuser` is a no-op and the "fused" path is its eager one."""
+    import importlib
+
+    jit, fused = megatron_fused_steps
+    jit.jit_fuser = lambda fn: fn
+    importlib.reload(fused)
+    adapter = load_adapter("megatron_cross_entropy")
+    result = check_correctness(adapter, ["megatron-fused", "torch"], MEGATRON_CE, "bf16", "cpu", seeds=(1,))
+    assert result["torch"]["status"] == "passed"
+    fell = result["megatron-fused"]
+    assert fell["status"] == "failed" and fell["code"] == reasons.FELL_BACK, fell
+    assert fell["compile"]["graphs"] == 0
+    # Its outputs were right: only the guard tells that nothing was fused.
+    assert all(v["rel_error"] <= v["tolerance"] for v in fell["outputs"].values())

@@ -199,3 +199,30 @@ def test_a_target_the_harness_cannot_take_is_logged_and_the_session_goes_on():
     left = rerun.run_within_budget(targets, measure, budget_s=100, clock=clock, log=logged.append)
     assert done == [0, 2] and left == []
     assert any("harness error" in line and "{'n': 1}" in line and "TypeError" in line for line in logged)
+
+
+def test_a_family_whose_backward_consumes_its_graph_records_what_its_backward_timed():
+    """Megatron's cross entropy overwrites its saved softmax in its backward: each backward is timed on a fresh
+    forward, and the replica times forward and backward together as the source's script does; other modes
+    and other families keep their protocols."""
+    megatron = load_adapter("megatron_cross_entropy")
+    assert megatron.BACKWARD_CONSUMES_GRAPH and not load_adapter("rms_norm").BACKWARD_CONSUMES_GRAPH
+    target = {"kernel": "megatron_cross_entropy", "params": {"batch": 4, "seq": 2048, "tensor_parallel": 1,
+                                                             "vocab": 4096},
+              "dtype": "bf16", "providers": ["liger"], "modes": ["forward", "backward", "full"], "metrics": ["latency"]}
+    lat = _stats([9000, 10000, 11000])
+    stats = {family: {"liger": {(m, "latency"): lat for m in target["modes"]}}
+             for family in (catalog.RERUN_FAMILY, catalog.SOURCE_REPLICA_FAMILY)}
+    recs = rerun.target_records(target, megatron, {"liger": {"status": "passed", "label": "liger"}}, stats, ENV,
+                                "2026-12-05T00:00:00Z", "0123456789ab")["liger"]
+    names = {r["mode"]: set() for r in recs}
+    for r in recs:
+        names[r["mode"]].add(r["protocol"]["metadata"]["name"])
+    assert names == {"forward": {"kernelindex-rerun-forward", "liger-do-bench-replica-forward"},
+                     "backward": {"kernelindex-rerun-backward-fresh-graph", "liger-do-bench-replica-backward-fresh-graph"},
+                     "full": {"kernelindex-rerun-full", "liger-do-bench-replica-full"}}
+    replica = next(r["protocol"] for r in recs if r["protocol"]["metadata"]["name"].startswith("liger-do-bench-replica-b"))
+    assert replica["spec"]["harness"]["call"].startswith("do_bench(lambda: backward(forward(), dy)")
+    plain = {r["protocol"]["metadata"]["name"] for r in _records(
+        {p: {"status": "passed", "label": p} for p in ("liger", "huggingface", "kernelindex", "torch")}, {})}
+    assert not any(name.endswith("fresh-graph") for name in plain)

@@ -9,8 +9,9 @@ import torch
 from kernels._adapter import RerunAdapter, Unavailable
 from kernels._tensors import as_tuple, generator, randn
 from kernelindex_pipeline import reasons
+from kernelindex_pipeline.catalog import is_compiled
 from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back, is_compiled
+from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back
 from kernelindex_pipeline.gpu.targets import provider_liger_impl
 
 # The upstream gradients are drawn from a generator of their own, seeded this far from the check's seed,
@@ -109,7 +110,7 @@ def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, d
                 res.setdefault("code", reasons.RAISED)
                 continue
             fallback = None
-            if is_compiled(provider):
+            if is_compiled(impl.KERNEL, provider):
                 res["compile"] = compile_report()
                 fallback = fell_back(res["compile"])
             elif provider_liger_impl(provider):

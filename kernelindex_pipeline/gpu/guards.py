@@ -3,7 +3,10 @@
 A compiled provider: dynamo's own counters since its compile, and whether any frame fell back to eager
 PyTorch. `kernels._providers.torch_compiled` resets dynamo before it compiles, so that every workload
 compiles afresh: a script that compiles one module for many shapes in one process hits dynamo's recompile
-limit and from then on runs eager without an error (only a logged warning).
+limit and from then on runs eager without an error (only a logged warning). A baseline package's compiled
+path is one too (`catalog.COMPILED_PROVIDERS`): Megatron-Core's fused cross entropy compiles its steps with
+`megatron.core.jit.jit_fuser`, which is torch.compile, or a no-op where Megatron finds no usable compiler
+(TORCHINDUCTOR_DISABLE, an import that fails); its adapter resets dynamo too.
 
 A Liger-Kernel backend (LIGER_KERNEL_IMPL): Liger swaps in the backend's autograd Functions for the ops the
 backend has and keeps its Triton ones for the rest, without a word. The Functions that built a provider's
@@ -14,13 +17,7 @@ A provider that fell back is recorded as `failed` (code `fell_back`), never time
 
 from __future__ import annotations
 
-from kernelindex_pipeline import catalog
-
 LIGER_OPS = "liger_kernel.ops"
-
-
-def is_compiled(provider: str) -> bool:
-    return provider in catalog.COMPILED_PROVIDERS
 
 
 def compile_report() -> dict:

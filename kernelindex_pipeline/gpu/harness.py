@@ -75,8 +75,15 @@ def measure_latency(impl: RerunAdapter, target: dict, providers: list[str], seed
         passes, kept = {}, []
         for p, st in states.items():
             built, dys = st["built"], st["dys"]
+            setup = None
             if mode == "forward":
                 fn = built.fn
+            elif mode == "backward" and impl.BACKWARD_CONSUMES_GRAPH:
+                def setup(built=built):
+                    return as_tuple(built.fn())
+
+                def fn(outs, dys=dys):
+                    torch.autograd.backward(outs, dys)
             elif mode == "backward":
                 outs = as_tuple(built.fn())
                 kept.append(outs)
@@ -86,7 +93,7 @@ def measure_latency(impl: RerunAdapter, target: dict, providers: list[str], seed
             else:
                 def fn(built=built, dys=dys):
                     torch.autograd.backward(as_tuple(built.fn()), dys)
-            passes[p] = (fn, st["leaves"])
+            passes[p] = (fn, st["leaves"], setup)
         for p, stats in time_interleaved(passes, flush).items():
             out[p][(mode, "latency")] = stats
         del passes, kept
@@ -109,6 +116,9 @@ def measure_replica(impl: RerunAdapter, target: dict, providers: list[str], seed
         for mode in target["modes"]:
             if mode == "forward":
                 fn = built.fn
+            elif mode == "backward" and impl.BACKWARD_CONSUMES_GRAPH:
+                def fn(built=built, dys=dys):
+                    torch.autograd.backward(as_tuple(built.fn()), dys)
             elif mode == "backward":
                 outs = as_tuple(built.fn())
 

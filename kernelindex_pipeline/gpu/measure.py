@@ -101,7 +101,8 @@ def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=prin
 
 def _measure(target: dict, impl: RerunAdapter, providers: list[str], outcomes: dict, stats: dict, log, device: str):
     """The phases of ``measure_target``, filling ``outcomes`` and ``stats`` as they go."""
-    from kernelindex_pipeline.gpu.guards import compile_report, fell_back, is_compiled
+    from kernelindex_pipeline.catalog import is_compiled
+    from kernelindex_pipeline.gpu.guards import compile_report, fell_back
     from kernelindex_pipeline.gpu.correctness import check_correctness
     from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, measure_replica, release_memory
 
@@ -128,7 +129,7 @@ def _measure(target: dict, impl: RerunAdapter, providers: list[str], outcomes: d
     def still_compiled(family, ps, what):
         """A compiled provider that fell back while ``what`` timed it keeps no timings of this protocol."""
         for p in ps:
-            if is_compiled(p):
+            if is_compiled(kernel, p):
                 report = compile_report()
                 fallback = fell_back(report)
                 if fallback:

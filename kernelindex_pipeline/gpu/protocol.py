@@ -51,17 +51,26 @@ MODE_TITLES = {
 }
 
 
+# The backward mode of a family whose backward overwrites what its forward saved (``BACKWARD_CONSUMES_GRAPH``).
+FRESH_GRAPH_BACKWARD_TITLE = ("backward pass alone, each repetition on a fresh forward's graph, that forward run "
+                              "untimed before the L2 flush (the family's backward overwrites what its forward saved)")
+REPLICA_FRESH_GRAPH_BACKWARD = ("do_bench(lambda: backward(forward(), dy), grad_to_none=leaves): forward and "
+                                "backward together, as the source's script times this family's backward rows (its "
+                                "own loop of 50 calls, median of 5, rather than do_bench)")
+
+
 def tolerance(dtype: str, kind: str) -> float:
     return TOLERANCES.get(dtype, TOLERANCES["fp32"])[kind]
 
 
-def protocol_document(mode: str) -> dict:
+def protocol_document(mode: str, backward_consumes_graph: bool = False) -> dict:
+    fresh_graph = mode == "backward" and backward_consumes_graph
     return {
         "apiVersion": API_VERSION,
         "kind": "BenchmarkProtocol",
         "metadata": {
-            "name": f"kernelindex-rerun-{mode}",
-            "title": f"KernelIndex rerun, {MODE_TITLES[mode]}",
+            "name": f"kernelindex-rerun-{mode}" + ("-fresh-graph" if fresh_graph else ""),
+            "title": f"KernelIndex rerun, {FRESH_GRAPH_BACKWARD_TITLE if fresh_graph else MODE_TITLES[mode]}",
         },
         "spec": {
             "harness": {
@@ -122,21 +131,24 @@ REPLICA_MODE_CALLS = {
 }
 
 
-def replica_protocol_document(mode: str) -> dict:
+def replica_protocol_document(mode: str, backward_consumes_graph: bool = False) -> dict:
     """The source's own harness, replicated: what Liger-Kernel's published numbers measure."""
+    fresh_graph = mode == "backward" and backward_consumes_graph
     return {
         "apiVersion": API_VERSION,
         "kind": "BenchmarkProtocol",
         "metadata": {
-            "name": f"liger-do-bench-replica-{mode}",
-            "title": f"Liger-Kernel benchmark harness (triton do_bench), replicated: {MODE_TITLES[mode]}",
+            "name": f"liger-do-bench-replica-{mode}" + ("-fresh-graph" if fresh_graph else ""),
+            "title": "Liger-Kernel benchmark harness (triton do_bench), replicated: "
+                     + (MODE_TITLES["full"] + ", as the source's backward rows of this family" if fresh_graph
+                        else MODE_TITLES[mode]),
         },
         "spec": {
             "harness": {
                 "name": "kernelindex_pipeline.gpu.rerun (source-replica)",
                 "replicates": "Liger-Kernel benchmark/scripts/utils.py run_speed_benchmark / run_benchmarks",
                 "mode": mode,
-                "call": REPLICA_MODE_CALLS[mode],
+                "call": REPLICA_FRESH_GRAPH_BACKWARD if fresh_graph else REPLICA_MODE_CALLS[mode],
                 "gradientsReset": "do_bench grad_to_none: every gradient leaf's .grad set to None before each repetition",
                 "upstreamGradients": ("backward: one seeded gradient per output, drawn once; full: torch.randn_like "
                                       "of each output drawn inside every repetition, as the source's full()"),

@@ -65,12 +65,13 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def protocol_metrics(target: dict) -> dict[str, tuple[dict, list[str]]]:
+def protocol_metrics(target: dict, impl: RerunAdapter) -> dict[str, tuple[dict, list[str]]]:
     """{family: (protocol document per mode, metrics)} of the protocols a target is recorded under."""
     metrics = list(target.get("metrics", ["latency", "peak_memory"]))
+    consumes = impl.BACKWARD_CONSUMES_GRAPH
     return {
-        P.RERUN_FAMILY: ({m: P.protocol_document(m) for m in target["modes"]}, metrics),
-        P.SOURCE_REPLICA_FAMILY: ({m: P.replica_protocol_document(m) for m in target["modes"]},
+        P.RERUN_FAMILY: ({m: P.protocol_document(m, consumes) for m in target["modes"]}, metrics),
+        P.SOURCE_REPLICA_FAMILY: ({m: P.replica_protocol_document(m, consumes) for m in target["modes"]},
                                   [m for m in metrics if m == "latency"]),
     }
 
@@ -84,7 +85,7 @@ def target_records(target: dict, impl: RerunAdapter, outcomes: dict, stats: dict
     out = {}
     for provider, outcome in outcomes.items():
         recs = []
-        for family, (documents, metrics) in protocol_metrics(target).items():
+        for family, (documents, metrics) in protocol_metrics(target, impl).items():
             measured = stats.get(family, {}).get(provider, {})
             result = measured.get("outcome", outcome)
             for mode in target["modes"]:

@@ -34,11 +34,21 @@ class Timed:
     """One pass under the protocol's timer: triton do_bench's method (CUDA events, L2 flushed before each
     repetition, grads reset before each repetition), plus a GPU spin queued before each start event,
     sized to outlast the host's enqueueing of the pass, so that the interval is device execution time.
-    ``calibrate`` picks warm-up and repetition counts from the budgets; ``run(k)`` adds k repetitions."""
+    ``calibrate`` picks warm-up and repetition counts from the budgets; ``run(k)`` adds k repetitions.
 
-    def __init__(self, fn, leaves, flush):
-        self.fn, self.leaves, self.flush = fn, list(leaves), flush
+    With ``setup``, each repetition runs ``setup()`` first, untimed (queued before the flush), and times
+    ``fn(state)`` on what it returned: a backward pass on a fresh forward's graph, say."""
+
+    def __init__(self, fn, leaves, flush, setup=None):
+        self.fn, self.leaves, self.flush, self.setup = fn, list(leaves), flush, setup
         self.times: list[float] = []
+
+    def _prepared(self):
+        """The pass to time next, as a call of no arguments, its setup run."""
+        if self.setup is None:
+            return self.fn
+        state = self.setup()
+        return lambda: self.fn(state)
 
     def _clear(self):
         for leaf in self.leaves:
@@ -46,13 +56,13 @@ class Timed:
 
     def calibrate(self, warmup_ms=P.WARMUP_MS, rep_ms=P.REPETITION_MS, min_reps=P.MIN_REPETITIONS,
                   max_reps=P.MAX_REPETITIONS):
-        fn = self.fn
-        fn()
+        self._prepared()()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(3):
+        for _ in range(3):  # with a setup, its forward counts too: the budgets are of the card's time
             self._clear()
+            fn = self._prepared()
             self.flush.zero_()
             fn()
         end.record()
@@ -62,11 +72,12 @@ class Timed:
         self.n_rep = max(min_reps, min(max_reps, int(rep_ms / estimate)))
         for _ in range(self.n_warmup):
             self._clear()
-            fn()
+            self._prepared()()
         torch.cuda.synchronize()
         host = []
         for _ in range(5):
             self._clear()
+            fn = self._prepared()
             t0 = time.perf_counter()
             fn()
             host.append(time.perf_counter() - t0)
@@ -81,10 +92,11 @@ class Timed:
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
         for i in range(k):
             self._clear()
+            fn = self._prepared()
             self.flush.zero_()
             torch.cuda._sleep(self.spin_cycles)
             starts[i].record()
-            self.fn()
+            fn()
             ends[i].record()
         torch.cuda.synchronize()
         self.times.extend(s.elapsed_time(e) for s, e in zip(starts, ends))
@@ -97,8 +109,9 @@ class Timed:
 def time_interleaved(passes: dict, flush: torch.Tensor, rounds: int = P.INTERLEAVE_ROUNDS) -> dict:
     """Time several providers' passes side by side: each is calibrated on its own, then their repetitions
     run in ``rounds`` chunks, the provider order rotating every round, so that drift in the card's clocks
-    or temperature spreads over all of them. ``passes``: {name: (fn, leaves)} -> {name: stats}."""
-    timers = {name: Timed(fn, leaves, flush).calibrate() for name, (fn, leaves) in passes.items()}
+    or temperature spreads over all of them. ``passes``: {name: (fn, leaves, setup)} -> {name: stats}, setup
+    None or as ``Timed`` takes it."""
+    timers = {name: Timed(fn, leaves, flush, setup).calibrate() for name, (fn, leaves, setup) in passes.items()}
     names = list(timers)
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]

@@ -229,7 +229,7 @@ def sweep_mlps(log) -> list[dict]:
 
                     def fn(outs=outs, dys=dys):
                         torch.autograd.backward(outs, dys, retain_graph=True)
-                passes[name] = (fn, leaves)
+                passes[name] = (fn, leaves, None)
             for name, stats in time_interleaved(passes, flush).items():
                 us = stats["median"] / 1e3
                 rows_out.append({"shape": f"{kernel} {params}", "pass": mode, "candidate": name, "us": us, "ok": True})
@@ -264,7 +264,7 @@ def sweep_gemms(log) -> list[dict]:
     rows_out = []
     for lib in ("cublas", "cublaslt"):
         torch.backends.cuda.preferred_blas_library(lib)
-        stats = time_interleaved({name: (fn, ()) for name, (fn, _) in gemms.items()}, flush)
+        stats = time_interleaved({name: (fn, (), None) for name, (fn, _) in gemms.items()}, flush)
         for name, st in stats.items():
             tflops = gemms[name][1] / (st["median"] * 1e-9) / 1e12
             rows_out.append({"shape": name, "pass": "gemm", "candidate": lib, "us": st["median"] / 1e3, "ok": True})

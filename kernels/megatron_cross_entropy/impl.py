@@ -7,7 +7,9 @@ vocabulary, the loss left per token (its benchmark backpropagates the sum). Its 
 a tensor-parallel size ``tensor_parallel``:
 
 - ``liger``: ``liger_kernel.megatron.LigerMegatronCrossEntropy`` (Liger's vocab-parallel Triton kernel);
-- ``megatron-fused``: Megatron-Core's ``fused_vocab_parallel_cross_entropy`` (TorchScript-fused);
+- ``megatron-fused``: Megatron-Core's ``fused_vocab_parallel_cross_entropy``, its eager path's steps put
+  through ``megatron.core.jit.jit_fuser`` (torch.compile from PyTorch 2.2, so a compiled provider whose
+  compile is checked, ``catalog.COMPILED_PROVIDERS``);
 - ``megatron-unfused``: Megatron-Core's eager ``vocab_parallel_cross_entropy``;
 
 its first script named the fused path ``megatron`` and added ``torch``, ``F.cross_entropy`` over the
@@ -17,18 +19,21 @@ single-device rerun takes ``tensor_parallel`` 1 only.
 
 Liger's forward writes the logits' gradient into the logits tensor and Megatron's subtracts the row
 maximum from it in place, so repeated forwards over one pass see those values; upstream's benchmark reuses
-its tensor the same way.
+its tensor the same way. Megatron's backward turns its saved softmax into the gradient in place, so one
+forward takes one backward (``BACKWARD_CONSUMES_GRAPH``); upstream's script therefore times its backward
+rows as forward and backward together, for every provider.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import torch
 import torch.nn.functional as F
 
 from kernels._adapter import Adapter, Built, Unavailable
-from kernels._providers import liger_attr, liger_label, version_label
+from kernels._providers import fresh_dynamo, liger_attr, liger_label, version_label
 from kernels._spec import DTYPE_BYTES
 from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode, randn
 
@@ -61,11 +66,21 @@ def single_rank_group(device: torch.device):
     return dist.group.WORLD
 
 
+def one_rank_model_parallel() -> None:
+    """Megatron's model-parallel state at one tensor-parallel rank, over the default group, where none is set
+    up: releases whose unfused cross entropy takes no process group read it from there."""
+    from megatron.core import parallel_state
+
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
+
+
 class MegatronCrossEntropy(Adapter):
     KERNEL = "megatron_cross_entropy"
     OUTPUT_NAMES = ("loss",)
     GRAD_INPUTS = ("logits",)
     REFERENCE_DTYPE = torch.float64
+    BACKWARD_CONSUMES_GRAPH = True
 
     def dims(self, params) -> tuple[int, int, int]:
         """(seq, batch, vocab); a ValueError for a tensor-parallel size this single-device rerun cannot take."""
@@ -102,13 +117,20 @@ class MegatronCrossEntropy(Adapter):
     def _megatron_fused(self, provider, inputs, params) -> Built:
         fused = megatron("fused_vocab_parallel_cross_entropy", "megatron.core.fusions.fused_cross_entropy")
         group = single_rank_group(inputs["logits"].device)
+        fresh_dynamo()
         return self._loss_pass(lambda logits, target: fused(logits, target, group), inputs,
-                               f"megatron-core {version_label('megatron-core')} fused_vocab_parallel_cross_entropy")
+                               f"megatron-core {version_label('megatron-core')} fused_vocab_parallel_cross_entropy "
+                               "(steps compiled by megatron.core.jit.jit_fuser)")
 
     def _megatron_unfused(self, provider, inputs, params) -> Built:
         unfused = megatron("vocab_parallel_cross_entropy", "megatron.core.tensor_parallel.cross_entropy")
         group = single_rank_group(inputs["logits"].device)
-        return self._loss_pass(lambda logits, target: unfused(logits, target, 0.0, group), inputs,
+        if "tp_group" in inspect.signature(unfused).parameters:
+            loss_of = lambda logits, target: unfused(logits, target, 0.0, group)  # noqa: E731
+        else:
+            one_rank_model_parallel()
+            loss_of = lambda logits, target: unfused(logits, target, 0.0)  # noqa: E731
+        return self._loss_pass(loss_of, inputs,
                                f"megatron-core {version_label('megatron-core')} vocab_parallel_cross_entropy (unfused)")
 
     def _torch(self, provider, inputs, params) -> Built:
