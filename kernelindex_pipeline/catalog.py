@@ -113,6 +113,15 @@ COMPILED_PROVIDERS = {
 COMPILED_PROVIDER_NAMES = sorted({provider for _, provider in COMPILED_PROVIDERS})
 
 
+# Source passes that time something other than the pass they name, per (kernel, operation mode), with why: their
+# runs are source artifacts, and the claims on them carry the flag.
+SOURCE_PASS_FAULTS = {
+    ("megatron_cross_entropy", "backward"): (
+        "the source's backward rows of megatron_cross_entropy time forward and backward together: its script "
+        "re-runs the forward in every repetition, since Megatron's backward consumes its graph"),
+}
+
+
 def is_compiled(kernel: str, provider: str) -> bool:
     return (kernel, provider) in COMPILED_PROVIDERS or (None, provider) in COMPILED_PROVIDERS
 

@@ -330,7 +330,8 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
         row["source_order"] = ("parity" if row["source_a_median"] == row["source_b_median"]
                                else f"{row['a_provider']} < {row['b_provider']}")
         row["claim_type"] = verdicts.claim_type(row["source_ratio"]) if row["source_ratio"] else None
-        row["source_artifact"] = "; ".join(filter(None, (artifacts.get(row["a_run_id"]), artifacts.get(row["b_run_id"])))) or None
+        row["source_artifact"] = "; ".join(sorted({artifacts[r] for r in (row["a_run_id"], row["b_run_id"])
+                                                   if r in artifacts})) or None
         why = _why_not(row)
         row["awaiting_rerun"] = False
         if why is None and row["metric"] == "peak_memory" and row["rerun_a_median"]:
@@ -423,17 +424,19 @@ def _checked(row: dict, interval: verdicts.RatioInterval) -> dict:
 
 
 # A source artifact is judged over a whole sweep, so a new revision can flag or clear claims of groups it does
-# not touch: every compiled provider's claim takes its flag afresh at each publication.
+# not touch: every claim that can carry one (a compiled provider's, one on a faulty source pass) takes its flag
+# afresh at each publication.
 REFLAG_SQL = """
 UPDATE claim_checks SET source_artifact = (
-    SELECT string_agg(sa.reason, '; ' ORDER BY sa.run_id) FROM source_artifacts sa
+    SELECT string_agg(DISTINCT sa.reason, '; ' ORDER BY sa.reason) FROM source_artifacts sa
     WHERE sa.run_id IN (claim_checks.a_run_id, claim_checks.b_run_id))
-WHERE list_has_any([a_provider, b_provider], $compiled)
+WHERE list_has_any([a_provider, b_provider], $compiled) OR list_contains($faulty_passes, [kernel, operation_mode])
 """
 
 
 def reflag_source_artifacts(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(REFLAG_SQL, {"compiled": catalog.COMPILED_PROVIDER_NAMES})
+    con.execute(REFLAG_SQL, {"compiled": catalog.COMPILED_PROVIDER_NAMES,
+                             "faulty_passes": [list(k) for k in catalog.SOURCE_PASS_FAULTS]})
 
 
 def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -8,7 +8,7 @@ Every view names a card as `claim_checks` does, model and form factor (`gpu`: 'N
 model alone is `gpu_model`, as `runs.gpu` has it), and the protocol by its one name (`protocol`).
 """
 
-from kernelindex_pipeline.catalog import COMPILED_PROVIDERS, PROTOCOL_NAMES, PROTOCOLS
+from kernelindex_pipeline.catalog import COMPILED_PROVIDERS, PROTOCOL_NAMES, PROTOCOLS, SOURCE_PASS_FAULTS
 
 
 def gpu_identity(runs: str) -> str:
@@ -84,8 +84,13 @@ SELECT p.run_id, p.eager_run_id, p.kernel, p.operation_mode, p.gpu, nullif(p.for
         || round(s.widest * 100, 1) || '% apart elsewhere in the same sweep' AS reason
 FROM pairs p JOIN sweeps s USING (kernel, operation_mode, gpu, form_factor, source, provider)
 WHERE abs(p.ratio - 1) <= {SOURCE_ARTIFACT_MATCH} AND s.widest > {SOURCE_ARTIFACT_APART}
+UNION ALL
+SELECT s.run_id, NULL, s.kernel, s.operation_mode, s.gpu, s.form_factor, s.source, s.provider, NULL, NULL, f.reason
+FROM src s JOIN (VALUES {{faults}}) f(kernel, operation_mode, reason) USING (kernel, operation_mode)
 """.format(twins=", ".join(f"({'NULL::VARCHAR' if k is None else repr(k)}, '{c}', '{e}')"
-                           for (k, c), e in COMPILED_PROVIDERS.items()))
+                           for (k, c), e in COMPILED_PROVIDERS.items()),
+           faults=", ".join(f"('{k}', '{m}', '{why.replace(chr(39), chr(39) * 2)}')"
+                            for (k, m), why in SOURCE_PASS_FAULTS.items()))
 
 # Groups whose order changed between the previous upstream revision and the latest, among the comparison
 # groups that `{groups}` (a condition on comparison_key) admits.

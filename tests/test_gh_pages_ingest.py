@@ -275,12 +275,26 @@ def test_the_source_dyt_torch_compile_series_is_named_a_source_artifact(both_hom
                                "WHERE source_artifact IS NOT NULL")
     [(torch_compile_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
                                                  "WHERE kernel = 'dyt' AND 'torch_compile' IN (a_provider, b_provider)")
-    assert flagged and {k for k, *_ in flagged} == {"dyt"}
+    dyt = [(a, b, reason) for k, a, b, reason in flagged if k == "dyt"]
+    assert dyt and {k for k, *_ in flagged} <= {"dyt", "megatron_cross_entropy"}
     assert all("torch_compile" in (a, b) and reason.startswith("torch.compile fell back to eager in the source")
-               for _, a, b, reason in flagged)
+               for a, b, reason in dyt)
     [(flagged_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
-                                           "WHERE source_artifact IS NOT NULL")
+                                           "WHERE source_artifact IS NOT NULL AND kernel = 'dyt'")
     assert 0 < flagged_claims < torch_compile_claims
+
+
+def test_the_source_megatron_cross_entropy_backward_rows_are_named_for_what_they_timed(both_home):
+    """Upstream's Megatron cross-entropy script times its backward rows as forward and backward together. Every
+    claim on those rows says so, once, under both protocols; no other pass of that kernel is flagged."""
+    rows = query(both_home, "SELECT operation_mode, protocol, source_artifact, count(*) FROM claim_checks "
+                            "WHERE kernel = 'megatron_cross_entropy' GROUP BY ALL")
+    backward = {(protocol, why): n for mode, protocol, why, n in rows if mode == "backward"}
+    assert {protocol for protocol, _ in backward} == {"kernelindex-device-time", "source-replica"}
+    assert all(why is not None and why.startswith("the source's backward rows of megatron_cross_entropy time "
+                                                  "forward and backward together") and ";" not in why
+               for _, why in backward)
+    assert all(why is None for mode, _, why, _ in rows if mode != "backward")
 
 
 def test_dyt_torch_compile_reruns_without_their_graphs_decide_nothing(both_home):
@@ -295,7 +309,9 @@ def test_record_and_kernel_pages_name_the_source_artifact(both_home):
         (run_id,) = con.execute("SELECT run_id FROM source_artifacts WHERE gpu = 'NVIDIA H200' "
                                 "AND operation_mode = 'forward' ORDER BY run_id LIMIT 1").fetchone()
     assert "source-artifact" in sections["dyt"] and "Source artifacts · forward" in sections["dyt"]
-    assert not any("source-artifact" in html for kernel, html in sections.items() if kernel != "dyt")
+    assert "Source artifacts · backward" in sections["megatron_cross_entropy"]
+    assert not any("source-artifact" in html for kernel, html in sections.items()
+                   if kernel not in ("dyt", "megatron_cross_entropy"))
     page = pages(both_home, run_id)[run_id]
     assert "Source artifact: torch.compile fell back to eager in the source: torch_compile timed within" in page
 
