@@ -110,3 +110,15 @@ def test_refused_revisions_are_quarantined_and_withdraw_nothing(tmp_path, base_w
         for table in ("runs", "ranks"):  # as if only the real next revision had been listed
             assert table_checksum(con, table) == table_checksum(reference, table), table
     assert "nothing new" in ingest(home, source).stdout
+
+
+def test_two_locations_commits_sharing_a_key_are_both_refused_and_a_mirrored_commit_is_listed_once(tmp_path):
+    from kernelindex_pipeline.defs.resources import UpstreamResource
+
+    first = _source_dir(tmp_path / "first", [{"commit": TWINS[0], "committed_at": "2024-10-02T00:00:00+00:00"}])
+    second = _source_dir(tmp_path / "second", [{"commit": TWINS[1], "committed_at": "2024-10-03T00:00:00+00:00"}])
+    listed = UpstreamResource(locations=[str(first), str(second)]).list_revisions()
+    refused = {r.commit: r.refused for r in listed if r.refused}
+    assert set(refused) == set(TWINS) and TWINS[1] in refused[TWINS[0]] and TWINS[0] in refused[TWINS[1]]
+    # The base revisions, offered by both locations, are listed once each and taken in.
+    assert len(listed) == BASE_REVISIONS + 2 and len({r.key for r in listed}) == len(listed)

@@ -11,7 +11,7 @@ from typing import ClassVar
 import dagster as dg
 from pydantic import Field
 
-from kernelindex_pipeline.sources import Revision, SourceError, env_number, open_source
+from kernelindex_pipeline.sources import Revision, SourceError, env_number, open_source, screen_revisions
 from kernelindex_pipeline.warehouse import Warehouse
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
@@ -120,12 +120,14 @@ class UpstreamResource(_FromEnvironment):
         return open_source(location, **options)
 
     def list_revisions(self, cache_dir: Path | None = None) -> list[Revision]:
-        """Every revision the locations offer, oldest first; one key is listed once (first location wins)."""
-        seen: dict[str, Revision] = {}
+        """Every revision the locations offer, oldest first: one commit of one file once (the first location's),
+        screened again over all locations, so that two locations' commits sharing a key are both refused
+        rather than one taken for the other."""
+        offered: dict[tuple[str, str], Revision] = {}
         for location in self.resolved_locations():
             for revision in self._source(location, cache_dir).list_revisions():
-                seen.setdefault(revision.key, revision)
-        return sorted(seen.values())
+                offered.setdefault((revision.stream, revision.commit), revision)
+        return screen_revisions(offered.values())
 
     def read(self, revision: Revision) -> bytes:
         return self._source(revision.location).read(revision)
