@@ -20,10 +20,11 @@ import json
 import duckdb
 import pyarrow as pa
 
+import kernels
 from kernelindex_pipeline import catalog, reasons, verdicts
 from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
 from kernelindex_pipeline.published import SEED_RECORDS
-from kernelindex_pipeline.views import SESSION_SPREAD_SQL
+from kernelindex_pipeline.views import RERUN_TENSOR_DTYPE, SESSION_SPREAD_SQL
 from kernelindex_pipeline.warehouse import records
 
 PROTOCOLS = catalog.PROTOCOLS
@@ -60,10 +61,21 @@ WITH source AS (
     WHERE {claim_filter}
 ), protocols AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
-), controlled AS (
+), script_dtypes AS (
+    SELECT * FROM (VALUES {script_dtypes}) s(kernel, script_dtype)
+), built AS (
+    -- each rerun with the dtype it built its tensors in and the one the source's script builds them in
     SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
-        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded
-    FROM controlled_runs c JOIN protocols p ON p.family = c.family
+        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded,
+        {tensor_dtype} AS tensor_dtype,
+        coalesce(c.record->>'dtype', s.script_dtype, 'fp32') AS script_dtype
+    FROM controlled_runs c JOIN protocols p ON p.family = c.family LEFT JOIN script_dtypes s USING (kernel)
+), controlled AS (
+    -- a rerun of another dtype measured another workload
+    SELECT * FROM built WHERE tensor_dtype = script_dtype
+), other_dtypes AS (
+    SELECT DISTINCT kernel, operation_mode, metric, workload_digest, protocol, liger_version, tensor_dtype, script_dtype
+    FROM built WHERE tensor_dtype <> script_dtype
 ), sessions AS (
     -- every rerun session that measured a and b side by side; within one, records that passed, then the run
     -- ids, so that a rebuild picks the same
@@ -130,6 +142,10 @@ SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protoc
             AND m.metric = cl.metric AND m.workload_digest = cl.workload_digest AND m.protocol = p.protocol
             AND m.liger_version = cl.rerun_release)
         AS measured_providers,
+    (SELECT {{'built': min(o.tensor_dtype), 'script': min(o.script_dtype)}} FROM other_dtypes o
+     WHERE o.kernel = cl.kernel AND o.operation_mode = cl.operation_mode AND o.metric = cl.metric
+       AND o.workload_digest = cl.workload_digest AND o.protocol = p.protocol AND o.liger_version = cl.rerun_release)
+        AS other_dtype,
     la.status AS a_latest_status, la.status_reason AS a_latest_reason, la.status_code AS a_latest_code,
     la.observed_at AS a_latest_at,
     lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.status_code AS b_latest_code,
@@ -200,6 +216,11 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
     if not row["kernel_covered"]:
         return f"no KernelIndex rerun of {row['kernel']} yet", reasons.NO_RERUN, True
     if not row["workload_measured"]:
+        other = row["other_dtype"] or {}
+        if other.get("built"):
+            return (f"re-measured only with {other['built']} tensors, while the source's script builds "
+                    f"{other['script']} ones (its runs record no dtype): another workload; a rerun in "
+                    f"{other['script']} settles the claim", reasons.OTHER_DTYPE, True)
         return "this workload has not been re-measured under this protocol yet", reasons.NO_RERUN, True
     for side in ("a", "b"):
         # A provider whose newest rerun says it cannot run or fails settles the claim on its own: no batch
@@ -319,7 +340,9 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
     protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
     protocol_values = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
     compiled = catalog.compiled_sql("c.kernel", "c.provider")
+    script_dtypes = ", ".join(f"('{name}', '{spec.script_dtype}')" for name, spec in kernels.REGISTRY.items())
     rows = records(con, CANDIDATES_SQL.format(protocols=protocol_values, compiled=compiled, release=release,
+                                              script_dtypes=script_dtypes, tensor_dtype=RERUN_TENSOR_DTYPE,
                                               claim_filter=claim_filter))
     known = _known_intervals(con, rows) if reuse_intervals else {}
     artifacts = source_artifacts(con)

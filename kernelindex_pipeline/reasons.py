@@ -16,6 +16,7 @@ RAISED = "raised"  # building or running it raised
 FELL_BACK = "fell_back"  # it ran as something other than its label says (a compiled provider ran eager)
 UNVERIFIED_PROVIDER = "unverified_provider"  # its record does not say what ran (a compiled provider's graphs)
 TIMEOUT = "timeout"  # its pass did not finish within the target's time
+OTHER_DTYPE = "other_dtype"  # re-measured only with tensors of another dtype than the source's script builds
 
 # A claim check
 NO_RERUN = "no_rerun"  # nothing re-measured yet for this claim
@@ -31,10 +32,10 @@ SOURCE_ARTIFACT = "source_artifact"
 
 PROVIDER_CODES = (UNAVAILABLE_PROVIDER, NO_RERUN_PROVIDER, TOO_LARGE, FAILED_CORRECTNESS, RAISED, FELL_BACK,
                   UNVERIFIED_PROVIDER, TIMEOUT)
-CLAIM_CODES = PROVIDER_CODES + (NO_RERUN, LATENCY_ONLY, UNSUPPORTED_MODE, NO_SAMPLES, TOO_FEW_REPETITIONS,
-                                NO_INTERVAL, NOISY)
+CLAIM_CODES = PROVIDER_CODES + (NO_RERUN, OTHER_DTYPE, LATENCY_ONLY, UNSUPPORTED_MODE, NO_SAMPLES,
+                                TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY)
 # Codes a new rerun could settle (`claim_checks.awaiting_rerun` under the device-time protocol).
-AWAITING = (NO_RERUN, NO_SAMPLES, TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY, TIMEOUT, UNVERIFIED_PROVIDER)
+AWAITING = (NO_RERUN, OTHER_DTYPE, NO_SAMPLES, TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY, TIMEOUT, UNVERIFIED_PROVIDER)
 
 _STATUS_CODES = {"unavailable": UNAVAILABLE_PROVIDER, "too_large": TOO_LARGE, "timeout": TIMEOUT}
 

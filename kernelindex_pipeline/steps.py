@@ -43,7 +43,7 @@ EVIDENCE_KEY = "evidence"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "claim-sessions-1"
+DERIVED_VERSION = "claim-dtypes-1"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 

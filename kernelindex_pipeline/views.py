@@ -30,22 +30,27 @@ _PROTOCOL_VALUES = ", ".join(f"('{name}', '{family}')" for name, family in PROTO
 # implementation revision) measured on one workload, stack and protocol in two or more sessions, the sample
 # standard deviation over sessions of log(median b / median a); per kernel and protocol, the median and the
 # 90th percentile of those, and (kernel NULL) over every kernel.
+# The dtype a rerun record built its tensors in, over controlled_runs `c`: a record before records said built
+# its workload's, else float32.
+RERUN_TENSOR_DTYPE = "coalesce(c.record->>'tensor_dtype', c.record->>'dtype', 'fp32')"
+
 SESSION_SPREAD_SQL = f"""
 WITH protocols AS (
     SELECT * FROM (VALUES {_PROTOCOL_VALUES}) p(protocol, family)
 ), per_session AS (
     SELECT c.kernel, p.protocol, c.operation_mode, c.workload_digest, c.environment_digest, c.protocol_digest,
-        c.session, c.provider, c.record->>'$.implementation.code_revision' AS revision, median(c.median_value) AS m
+        {RERUN_TENSOR_DTYPE} AS tensor_dtype, c.session, c.provider,
+        c.record->>'$.implementation.code_revision' AS revision, median(c.median_value) AS m
     FROM controlled_runs c JOIN protocols p ON p.family = c.family
     WHERE c.status = 'passed' AND c.metric = 'latency' AND c.median_value > 0
     GROUP BY ALL
 ), pairs AS (
     SELECT a.kernel, a.protocol, a.operation_mode, a.workload_digest, a.environment_digest, a.protocol_digest,
-        a.provider AS a_provider, a.revision AS a_revision, b.provider AS b_provider, b.revision AS b_revision,
+        a.tensor_dtype, a.provider AS a_provider, a.revision AS a_revision, b.provider AS b_provider, b.revision AS b_revision,
         -- rounded: a parallel aggregate sums in no fixed order, and the last bits would differ between builds
         count(*) AS sessions, round(stddev_samp(ln(b.m / a.m)), 12) AS sd
     FROM per_session a JOIN per_session b USING (kernel, protocol, operation_mode, workload_digest,
-                                                environment_digest, protocol_digest, session)
+                                                environment_digest, protocol_digest, tensor_dtype, session)
     WHERE a.provider < b.provider
     GROUP BY ALL HAVING count(*) >= 2
 )

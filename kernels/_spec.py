@@ -84,6 +84,9 @@ class KernelSpec:
     # source's harness uses.
     defaults: Mapping[str, object] = field(default_factory=dict)
     tensors: TensorShapes | None = None
+    # The dtype the source's benchmark script builds its tensors in where its runs record none: torch's
+    # default float32 unless the script says otherwise (Megatron's scripts run bfloat16).
+    script_dtype: str = "fp32"
 
     def canonical(self, source_name: str) -> str:
         """Canonical name of a source parameter name for this kernel."""

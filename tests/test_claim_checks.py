@@ -98,13 +98,38 @@ def _record(template: dict, provider: str, samples: list[float], family: str,
     return record
 
 
+MEGATRON_RMS_NORM = "h200-2026-12-04-5a629981e5e6.jsonl.gz"
+
+
+def _megatron_rms_norm_sessions(device: list[float]) -> dict[str, list[dict]]:
+    """Megatron RMSNorm forward, liger against torch, device time: at hidden 1024 a session that built float32
+    tensors (a record from before records said, so its workload's dtype, none, and float32) finding torch
+    ahead, then one that built bfloat16, as upstream's script does, finding liger ahead; at hidden 2048 only
+    float32."""
+    with gzip.open(REPO / "data" / "evidence" / MEGATRON_RMS_NORM, "rt") as handle:
+        shipped = [r for r in map(json.loads, handle) if r["kernel"] == "megatron_rms_norm" and r["mode"] == "forward"
+                   and r["metric"] == "latency" and r["provider"] == "liger"
+                   and r["protocol"]["spec"]["comparability"]["family"] == "kernelindex_rerun"]
+    by_hidden = {r["params"]["hidden"]: r for r in shipped}
+    bf16 = dict(by_hidden[1024], tensor_dtype="bf16")
+    float32 = [_record(by_hidden[1024], "liger", [2 * v for v in device], "kernelindex_rerun", "2026-12-04T00:00:00Z"),
+               _record(by_hidden[1024], "torch", device, "kernelindex_rerun", "2026-12-04T00:00:00Z"),
+               _record(by_hidden[2048], "liger", device, "kernelindex_rerun", "2026-12-04T00:00:00Z"),
+               _record(by_hidden[2048], "torch", [2 * v for v in device], "kernelindex_rerun", "2026-12-04T00:00:00Z")]
+    bfloat16 = [_record(bf16, "liger", device, "kernelindex_rerun", "2026-12-07T00:00:00Z"),
+                _record(bf16, "torch", [1.5 * v for v in device], "kernelindex_rerun", "2026-12-07T00:00:00Z")]
+    assert all("tensor_dtype" not in r for r in float32)
+    return {"h200-2026-12-04-fp32.jsonl.gz": float32, "h200-2026-12-07-bf16.jsonl.gz": bfloat16}
+
+
 @pytest.fixture(scope="module")
 def decided_home(tmp_path_factory) -> Path:
     """A warehouse of the shipped snapshots plus two rerun sessions of the seed llama4_rope backward with
     samples: device time says liger is faster (the source's huggingface < liger reversed) in both, by 2x in
     one and 1.8x in the other; the replayed source harness (first session only) says they are at parity. A
     third session, with the release the seed measured (liger-kernel 0.6.1) installed, finds huggingface
-    ahead, as the source did."""
+    ahead, as the source did. Megatron RMSNorm forward reruns (`_megatron_rms_norm_sessions`) in float32 and
+    in bfloat16, the dtype upstream's script builds."""
     root = tmp_path_factory.mktemp("decided")
     with gzip.open(REPO / "data" / "evidence" / "h200-2026-12-03-v18.jsonl.gz", "rt") as handle:
         template = next(r for r in map(json.loads, handle) if r["kernel"] == "llama4_rope" and r["mode"] == "backward"
@@ -121,8 +146,9 @@ def decided_home(tmp_path_factory) -> Path:
     at_release = [_record(template, "liger", [1.2 * v for v in device], "kernelindex_rerun", "2026-12-06T00:00:00Z",
                           "0.6.1"),
                   _record(template, "huggingface", device, "kernelindex_rerun", "2026-12-06T00:00:00Z", "0.6.1")]
-    for name, batch in (("h200-2026-12-04-test.jsonl.gz", records), ("h200-2026-12-05-test.jsonl.gz", second),
-                        ("h200-2026-12-06-test.jsonl.gz", at_release)):
+    batches = {"h200-2026-12-04-test.jsonl.gz": records, "h200-2026-12-05-test.jsonl.gz": second,
+               "h200-2026-12-06-test.jsonl.gz": at_release, **_megatron_rms_norm_sessions(device)}
+    for name, batch in batches.items():
         with gzip.open(evidence / name, "wt") as handle:
             handle.writelines(json.dumps(r) + "\n" for r in batch)
     wh = Warehouse(root / "home")
@@ -285,3 +311,23 @@ def test_the_targets_at_a_source_release_are_the_claims_not_yet_run_there(decide
     assert len(by_release) == not_run and "0.6.1" in by_release
     seed = [t for t in by_release["0.6.1"] if t["kernel"] == "llama4_rope" and t["params"] == SEED_PARAMS]
     assert len(seed) == 1 and set(seed[0]["providers"]) == {"liger", "huggingface"}
+
+
+def test_a_rerun_of_another_dtype_than_the_sources_script_decides_nothing(decided_home):
+    """Upstream's Megatron RMSNorm script builds bfloat16 tensors and its runs record no dtype: a rerun that
+    built float32 measured another workload. Where a bfloat16 session exists it alone decides; where there is
+    none the claim waits for one, saying why."""
+    rows = {hidden: (verdict, code, reason, awaiting, sessions, ratio) for hidden, verdict, code, reason, awaiting,
+            sessions, ratio in query(
+                decided_home,
+                "SELECT CASE WHEN workload_slug LIKE '%hidden1024%' THEN 1024 ELSE 2048 END, verdict, reason_code, "
+                "reason, awaiting_rerun, sessions, rerun_ratio FROM claim_checks WHERE kernel = 'megatron_rms_norm' "
+                "AND operation_mode = 'forward' AND metric = 'latency' AND protocol = 'kernelindex-device-time' "
+                "AND list_sort([a_provider, b_provider]) = ['liger', 'torch'] "
+                "AND (workload_slug LIKE '%hidden1024%' OR workload_slug LIKE '%hidden2048%')")}
+    verdict, code, _, _, sessions, ratio = rows[1024]
+    assert verdict in ("held", "reversed") and code is None and sessions == 1
+    assert abs(max(ratio, 1 / ratio) - 1.5) < 0.01  # the bfloat16 session's 1.5x, not the float32 one's 2x
+    verdict, code, reason, awaiting, _, _ = rows[2048]
+    assert (verdict, code, awaiting) == ("not re-checked", "other_dtype", True)
+    assert "only with fp32 tensors, while the source's script builds bf16 ones" in reason

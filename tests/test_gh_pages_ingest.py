@@ -519,3 +519,20 @@ def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home
             for left, right in zip(chart, chart[1:]):
                 apart = left["right"] <= right["left"] or left["bottom"] <= right["top"]
                 assert apart, (width, left, right)
+
+
+def test_the_megatron_reruns_in_float32_wait_for_the_bfloat16_their_sources_script_builds(both_home):
+    """The shipped Megatron reruns built float32 tensors; upstream's scripts build bfloat16 ones. They decide
+    no claim, each says why, and the next session's targets ask for bfloat16."""
+    from kernelindex_pipeline.gpu import targets as T
+
+    rows = query(both_home, "SELECT kernel, protocol, verdict, reason_code, awaiting_rerun, count(*) FROM claim_checks "
+                            "WHERE kernel LIKE 'megatron%' GROUP BY ALL")
+    assert {k for k, *_ in rows} == {"megatron_rms_norm", "megatron_cross_entropy"}
+    assert all(v == "not re-checked" for _, _, v, *_ in rows)
+    device = {(k, code, awaiting) for k, p, _, code, awaiting, _ in rows if p == "kernelindex-device-time"}
+    assert device == {("megatron_rms_norm", "other_dtype", True), ("megatron_cross_entropy", "other_dtype", True)}
+    with Warehouse(both_home).reader() as con:
+        chosen = [t for t in T.warehouse_targets(con, only_unchecked=True) if t["kernel"].startswith("megatron")]
+    assert {t["kernel"] for t in chosen} == {"megatron_rms_norm", "megatron_cross_entropy"}
+    assert {(t["dtype"], t["tensor_dtype"]) for t in chosen} == {(None, "bf16")}

@@ -226,3 +226,25 @@ def test_a_family_whose_backward_consumes_its_graph_records_what_its_backward_ti
     plain = {r["protocol"]["metadata"]["name"] for r in _records(
         {p: {"status": "passed", "label": p} for p in ("liger", "huggingface", "kernelindex", "torch")}, {})}
     assert not any(name.endswith("fresh-graph") for name in plain)
+
+
+@pytest.mark.parametrize(("kernel", "params", "built"), [
+    ("megatron_rms_norm", {"batch": 1, "hidden": 1024, "seq": 4096}, "bf16"),
+    ("kl_div", {"batch": 8, "seq": 512, "vocab": 4096}, "fp32"),
+])
+def test_a_workload_without_a_dtype_is_built_as_the_sources_script_builds_it(kernel, params, built):
+    """Upstream's runs of these kernels record no dtype; its Megatron scripts build bfloat16 tensors, the
+    others torch's default float32. The record keeps the workload's (none) and says what it built."""
+    from kernelindex_pipeline.gpu.targets import tensor_dtype
+
+    target = {"kernel": kernel, "params": params, "dtype": None, "providers": ["liger"], "modes": ["forward"],
+              "metrics": ["latency"]}
+    assert tensor_dtype(target) == built
+    impl = load_adapter(kernel)
+    stats = {family: {"liger": {("forward", "latency"): _stats([9000, 10000, 11000])}}
+             for family in (catalog.RERUN_FAMILY, catalog.SOURCE_REPLICA_FAMILY)}
+    (record, _) = rerun.target_records(target, impl, {"liger": {"status": "passed", "label": "liger"}}, stats, ENV,
+                                       "2026-12-05T00:00:00Z", None)["liger"]
+    assert record["dtype"] is None and record["tensor_dtype"] == built
+    assert record["bytes"] == impl.bytes_moved(params, built, "forward")
+    assert record["bytes"] != impl.bytes_moved(params, "bf16" if built == "fp32" else "fp32", "forward")

@@ -145,12 +145,10 @@ def session_slice(targets: list[dict], liger_impl: str) -> list[dict]:
 
 # The dtype a source that states none measured in: Liger's loss scripts draw float32 tensors without naming
 # a dtype. The records keep the source's (absent) dtype, so they pair with the source's workloads.
-UNSTATED_DTYPE = "fp32"
-
-
 def tensor_dtype(target: dict) -> str:
-    """The dtype a target's tensors are built in."""
-    return target.get("tensor_dtype") or target["dtype"] or UNSTATED_DTYPE
+    """The dtype a target's tensors are built in: its workload's, or where the source's runs state none, the
+    one the source's script builds them in (`KernelSpec.script_dtype`)."""
+    return target.get("tensor_dtype") or target["dtype"] or kernels.lookup(target["kernel"]).script_dtype
 
 
 def input_bytes(kernel: str, params: dict, dtype: str) -> int | None:
@@ -223,7 +221,7 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
         key = (kernel, json.dumps(spec["parameters"], sort_keys=True), spec["dtype"])
         t = merged.setdefault(key, {
             "kernel": kernel, "params": spec["parameters"], "dtype": spec["dtype"], "implied": spec.get("implied") or {},
-            "tensor_dtype": spec["dtype"] or UNSTATED_DTYPE,
+            "tensor_dtype": spec["dtype"] or kernels.lookup(kernel).script_dtype,
             "workload_digests": [], "source_providers": [], "modes": [], "metrics": []})
         t["workload_digests"].append(workload_digest)
         for field, values in (("source_providers", providers), ("modes", modes), ("metrics", metrics)):

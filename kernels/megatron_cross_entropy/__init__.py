@@ -7,4 +7,5 @@ SPEC = spec(
     "megatron_cross_entropy",
     "Cross entropy (Megatron-LM vocab-parallel)",
     tensors=lambda p: {"logits": [p["seq"], p["batch"], p["vocab"]], "target": ("int64", [p["seq"], p["batch"]])},
+    script_dtype="bf16",
 )

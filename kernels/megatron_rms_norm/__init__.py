@@ -6,4 +6,5 @@ SPEC = spec(
     "megatron_rms_norm",
     "RMSNorm (Megatron-LM layout)",
     tensors=lambda p: {"x": [p["seq"], p["batch"], p["hidden"]], "weight": [p["hidden"]]},
+    script_dtype="bf16",
 )
