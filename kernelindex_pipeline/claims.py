@@ -20,11 +20,10 @@ import json
 import duckdb
 import pyarrow as pa
 
-import kernels
 from kernelindex_pipeline import catalog, reasons, verdicts
 from kernelindex_pipeline.gpu.protocol import MODES, REPLICA_REPETITION_MS
 from kernelindex_pipeline.published import SEED_RECORDS
-from kernelindex_pipeline.views import RERUN_TENSOR_DTYPE, SESSION_SPREAD_SQL
+from kernelindex_pipeline.views import OTHER_DTYPE_RERUNS_SQL, SESSION_SPREAD_SQL
 from kernelindex_pipeline.warehouse import records
 
 PROTOCOLS = catalog.PROTOCOLS
@@ -61,21 +60,19 @@ WITH source AS (
     WHERE {claim_filter}
 ), protocols AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
-), script_dtypes AS (
-    SELECT * FROM (VALUES {script_dtypes}) s(kernel, script_dtype)
+), other_dtype_reruns AS (
+    {other_dtype_reruns}
 ), built AS (
-    -- each rerun with the dtype it built its tensors in and the one the source's script builds them in
     SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
-        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded,
-        {tensor_dtype} AS tensor_dtype,
-        coalesce(c.record->>'dtype', s.script_dtype, 'fp32') AS script_dtype
-    FROM controlled_runs c JOIN protocols p ON p.family = c.family LEFT JOIN script_dtypes s USING (kernel)
+        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded
+    FROM controlled_runs c JOIN protocols p ON p.family = c.family
 ), controlled AS (
     -- a rerun of another dtype measured another workload
-    SELECT * FROM built WHERE tensor_dtype = script_dtype
+    SELECT * FROM built ANTI JOIN other_dtype_reruns USING (run_id)
 ), other_dtypes AS (
-    SELECT DISTINCT kernel, operation_mode, metric, workload_digest, protocol, liger_version, tensor_dtype, script_dtype
-    FROM built WHERE tensor_dtype <> script_dtype
+    SELECT DISTINCT b.kernel, b.operation_mode, b.metric, b.workload_digest, b.protocol, b.liger_version,
+        o.tensor_dtype, o.script_dtype
+    FROM built b JOIN other_dtype_reruns o USING (run_id)
 ), sessions AS (
     -- every rerun session that measured a and b side by side; within one, records that passed, then the run
     -- ids, so that a rebuild picks the same
@@ -340,9 +337,8 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
     protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
     protocol_values = ", ".join(f"('{name}', '{family}')" for name, family in PROTOCOLS.items())
     compiled = catalog.compiled_sql("c.kernel", "c.provider")
-    script_dtypes = ", ".join(f"('{name}', '{spec.script_dtype}')" for name, spec in kernels.REGISTRY.items())
     rows = records(con, CANDIDATES_SQL.format(protocols=protocol_values, compiled=compiled, release=release,
-                                              script_dtypes=script_dtypes, tensor_dtype=RERUN_TENSOR_DTYPE,
+                                              other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
                                               claim_filter=claim_filter))
     known = _known_intervals(con, rows) if reuse_intervals else {}
     artifacts = source_artifacts(con)

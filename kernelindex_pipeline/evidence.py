@@ -14,6 +14,7 @@ import kernels
 from kernelindex_pipeline import catalog, reasons
 from kernelindex_pipeline.identity import Published, digest, manifest_name, published, run_id, slugify
 from kernelindex_pipeline.normalize import workload_definition
+from kernelindex_pipeline.views import OTHER_DTYPE_RERUNS_SQL
 
 RERUN_SOURCE = "kernelindex-rerun"
 REQUIRED = ("kernel", "provider", "mode", "metric", "unit", "status", "params", "observed_at", "protocol", "environment")
@@ -91,6 +92,8 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         # One rerun process; files written before records named theirs hold one session each.
         "session": record.get("session") or evidence_file,
         "liger_version": environment.obj["spec"].get("software", {}).get("ligerKernel"),
+        # Records from before records stated it built their workload's dtype, else float32.
+        "tensor_dtype": record.get("tensor_dtype") or record.get("dtype") or "fp32",
     }
     return row, protocol, environment, workload
 
@@ -147,7 +150,9 @@ def load_evidence(directory: Path) -> Iterator[EvidenceFile]:
 # source's group (same source GPU) did. Only pairs with a group in `scope_groups` (see ranking.py).
 REPRODUCTIONS_SQL = """
 WITH controlled AS (
+    -- a rerun of another dtype than the source's script builds measured another workload
     SELECT r.* FROM runs r JOIN ranks USING (run_id) WHERE r.evidence_level = 'kernelindex-controlled'
+        AND r.run_id NOT IN (SELECT run_id FROM ({other_dtype_reruns}))
 ), source AS (
     SELECT r.*, k.rank FROM runs r JOIN ranks k USING (run_id) WHERE r.evidence_level = 'source-native'
 ), pairs AS (
@@ -174,4 +179,4 @@ WITH controlled AS (
 SELECT p.* EXCLUDE (controlled_key, source_key), o.source_order, o.controlled_order,
     o.source_order = o.controlled_order AS order_held
 FROM pairs p JOIN orders o USING (controlled_run_id, source_run_id)
-"""
+""".format(other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL)

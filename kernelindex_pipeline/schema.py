@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS controlled_runs (
     workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR, status VARCHAR,
     comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
     implementation_digest VARCHAR, evidence_file VARCHAR, record JSON, family VARCHAR, samples DOUBLE[],
-    status_reason VARCHAR, status_code VARCHAR, session VARCHAR, liger_version VARCHAR);
+    status_reason VARCHAR, status_code VARCHAR, session VARCHAR, liger_version VARCHAR, tensor_dtype VARCHAR);
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
     operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,
@@ -126,6 +126,7 @@ ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_reason VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS status_code VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS session VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS liger_version VARCHAR;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS tensor_dtype VARCHAR;
 ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS run_digest_v1alpha1 VARCHAR;
 ALTER TABLE protocols ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE environments ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;

@@ -8,6 +8,7 @@ Every view names a card as `claim_checks` does, model and form factor (`gpu`: 'N
 model alone is `gpu_model`, as `runs.gpu` has it), and the protocol by its one name (`protocol`).
 """
 
+import kernels
 from kernelindex_pipeline.catalog import COMPILED_PROVIDERS, PROTOCOL_NAMES, PROTOCOLS, SOURCE_PASS_FAULTS
 
 
@@ -30,16 +31,24 @@ _PROTOCOL_VALUES = ", ".join(f"('{name}', '{family}')" for name, family in PROTO
 # implementation revision) measured on one workload, stack and protocol in two or more sessions, the sample
 # standard deviation over sessions of log(median b / median a); per kernel and protocol, the median and the
 # 90th percentile of those, and (kernel NULL) over every kernel.
-# The dtype a rerun record built its tensors in, over controlled_runs `c`: a record before records said built
-# its workload's, else float32.
-RERUN_TENSOR_DTYPE = "coalesce(c.record->>'tensor_dtype', c.record->>'dtype', 'fp32')"
+# Reruns that built their tensors in another dtype than the source's script builds for their workload (its
+# own, or where the source's runs state none `KernelSpec.script_dtype`): they measured another workload.
+OTHER_DTYPE_RERUNS_SQL = f"""
+SELECT c.run_id, c.tensor_dtype, s.script_dtype FROM controlled_runs c
+JOIN (SELECT DISTINCT w.workload_digest, coalesce(json_extract_string(w.definition, '$.spec.dtype'), k.script_dtype, 'fp32')
+          AS script_dtype
+      FROM workloads w
+      LEFT JOIN (VALUES {", ".join(f"('{k}', '{spec.script_dtype}')" for k, spec in kernels.REGISTRY.items())})
+          k(kernel, script_dtype) USING (kernel)) s USING (workload_digest)
+WHERE c.tensor_dtype <> s.script_dtype
+"""
 
 SESSION_SPREAD_SQL = f"""
 WITH protocols AS (
     SELECT * FROM (VALUES {_PROTOCOL_VALUES}) p(protocol, family)
 ), per_session AS (
     SELECT c.kernel, p.protocol, c.operation_mode, c.workload_digest, c.environment_digest, c.protocol_digest,
-        {RERUN_TENSOR_DTYPE} AS tensor_dtype, c.session, c.provider,
+        c.tensor_dtype, c.session, c.provider,
         c.record->>'$.implementation.code_revision' AS revision, median(c.median_value) AS m
     FROM controlled_runs c JOIN protocols p ON p.family = c.family
     WHERE c.status = 'passed' AND c.metric = 'latency' AND c.median_value > 0
