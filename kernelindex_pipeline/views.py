@@ -6,6 +6,9 @@ workload, environment and protocol family, followed across Liger releases and da
 
 Every view names a card as `claim_checks` does, model and form factor (`gpu`: 'NVIDIA H100 80GB HBM3'; the
 model alone is `gpu_model`, as `runs.gpu` has it), and the protocol by its one name (`protocol`).
+
+Long because every view's SQL is here, the one place docs/warehouse.md describes, with the queries the claim
+checks share with the views (the spread between sessions, reruns of another dtype).
 """
 
 import kernels
