@@ -197,8 +197,9 @@ def test_record_shape():
                                   corr, env, "2026-12-02T00:00:00Z", doc, "0123456789ab")
     assert set(rec) == {"kernel", "provider", "implementation_label", "implementation", "mode", "metric", "unit",
                         "median", "p20", "p80", "samples", "status", "reason", "correctness", "params", "dtype",
-                        "implied", "bytes", "flops", "achieved", "observed_at", "protocol", "environment",
-                        "reason_code", "compile", "backend", "session"}
+                        "tensor_dtype", "implied", "bytes", "flops", "achieved", "observed_at", "protocol",
+                        "environment", "reason_code", "compile", "backend", "session"}
+    assert rec["dtype"] == rec["tensor_dtype"] == "bf16"
     assert rec["samples"] == [49_000_000, 50_000_000, 51_000_000] and rec["reason"] is None
     assert rec["reason_code"] is rec["compile"] is rec["backend"] is rec["session"] is None
     assert rec["implementation"] == {"provider": "kernelindex", "label": "label", "code_revision": "0123456789ab"}
