@@ -32,3 +32,15 @@ def test_a_backward_that_consumes_its_graph_is_timed_under_both_protocols():
             assert all(stats[(m, "latency")]["median"] > 0 for m in target["modes"]), (p, stats)
         # Backward alone is timed without its forward; the replica's backward is forward and backward.
         assert device[p][("backward", "latency")]["median"] < device[p][("full", "latency")]["median"]
+
+
+def test_the_session_measures_its_hosts_launch_floor_under_both_timers():
+    from kernelindex_pipeline.gpu.launch_floor import measure_launch_floor
+
+    floor = measure_launch_floor()
+    for op in ("emptyTritonKernel", "oneElementTorchOp"):
+        f = floor[op]
+        assert 0 < f["deviceMedianNs"] < 1_000_000 and 0 < f["replicaMedianNs"] < 1_000_000, f
+        # do_bench's interval holds the host's launch path; the spin leaves the card's own time.
+        assert f["replicaMedianNs"] >= f["deviceMedianNs"], f
+    assert floor["host"]["kernelRelease"] and floor["host"]["virtualisation"]

@@ -12,6 +12,7 @@ from kernels._adapter import load_adapter
 from kernels._providers import package_version
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.device import nvidia_smi
+from kernelindex_pipeline.gpu.launch_floor import measure_launch_floor
 
 
 def form_factor(product: str) -> str:
@@ -82,8 +83,8 @@ def matmul_problems(targets: list[dict] | None) -> list[tuple[int, int, int]]:
 
 
 def capture_environment(targets: list[dict] | None = None) -> dict:
-    """The card, its software, and the ceilings: copy bandwidth and the bf16 matmul rate (over the square
-    product and the ``targets``' GEMM problems)."""
+    """The card, its software, the ceilings (copy bandwidth and the bf16 matmul rate over the square product
+    and the ``targets``' GEMM problems) and the host's launch floor (``launch_floor``)."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     product = props.name
     arch = f"sm_{props.major}{props.minor}"
@@ -96,6 +97,7 @@ def capture_environment(targets: list[dict] | None = None) -> dict:
         "transformers": package_version("transformers"),
     }
     copy = measure_copy_tbps()
+    launch_floor = measure_launch_floor()
     rates = {"x".join(map(str, shape)): round(measure_bf16_matmul_tflops(*shape), 2)
              for shape in matmul_problems(targets)}
     torch.cuda.empty_cache()
@@ -123,5 +125,6 @@ def capture_environment(targets: list[dict] | None = None) -> dict:
             # pass's floor is its FLOPs at the best rate the card held on any of them.
             "ceilings": {"copyTBps": round(copy, 4), "bf16MatmulTFLOPs": max(rates.values()),
                          "bf16MatmulTFLOPsByShape": rates},
+            "launchFloor": launch_floor,
         },
     }

@@ -13,12 +13,7 @@ from kernels._tensors import as_tuple
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.correctness import grad_outputs
 from kernelindex_pipeline.gpu.targets import tensor_dtype
-from kernelindex_pipeline.gpu.timing import do_bench_replica, peak_memory, time_interleaved
-
-
-def l2_flush_buffer() -> torch.Tensor:
-    """The buffer zeroed before every timed repetition, larger than the L2 cache."""
-    return torch.empty(P.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+from kernelindex_pipeline.gpu.timing import do_bench_replica, l2_flush_buffer, peak_memory, time_interleaved
 
 
 def release_memory() -> None:

@@ -12,6 +12,11 @@ from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.device import max_sm_clock_hz
 
 
+def l2_flush_buffer() -> torch.Tensor:
+    """The buffer zeroed before every timed repetition, larger than the L2 cache."""
+    return torch.empty(P.L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+
 def latency_stats(times_ms, quantiles=P.QUANTILES) -> dict:
     """Median, p20 and p80 in ns of per-repetition times in ms, with the repetitions themselves as ``samples``."""
     t = torch.tensor(sorted(times_ms), dtype=torch.float64)
