@@ -1,4 +1,4 @@
--- Claims whose label contradicts their own interval (the rule of kernelindex_pipeline/verdicts.py, parity band
+-- Claims whose label contradicts their own interval (the rule of kernelindex_pipeline/verdicts/rule.py, parity band
 -- ±2%): an ordered claim is held or reversed only when its interval lies wholly beyond the band on that side,
 -- and indistinguishable only when it overlaps the band; a parity claim is held only when its interval lies
 -- wholly inside the band, reversed only when wholly outside, indistinguishable otherwise. Expected: no rows.

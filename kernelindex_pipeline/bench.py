@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from kernelindex_pipeline.defs.resources import SHIPPED_SOURCES, SHIPPED_UPSTREAM
-from kernelindex_pipeline.normalize import Snapshot, normalize
-from kernelindex_pipeline.sources import DirectorySource, Revision
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.ingest.normalize import Snapshot, normalize
+from kernelindex_pipeline.ingest.sources import DirectorySource, Revision
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 _TIMESTAMP = re.compile(rb",(\d{4})(-\d\d-\d\d \d\d:\d\d:\d\d),")
 _RUN_DIRECTORY = re.compile(r"^benchmarks/([0-9a-f]{7,40})")

@@ -21,7 +21,9 @@ import warnings
 from pathlib import Path
 from typing import NoReturn
 
-from kernelindex_pipeline.warehouse import Warehouse, WarehouseError, records
+from kernelindex_pipeline.warehouse.store import Warehouse, WarehouseError
+
+from kernelindex_pipeline.warehouse.sql import records
 
 _EXCEPTION_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(Error|Failure|Exception): ")
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -92,11 +94,11 @@ def ingest(sources: list[str]) -> dict:
     """Land every revision the sources offer that is not published yet, and publish the warehouse's next
     generation, through one run of the Dagster ingest job."""
     warnings.filterwarnings("ignore")
-    from kernelindex_pipeline import steps
+    from kernelindex_pipeline.publish import steps
     from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
     from kernelindex_pipeline.defs.schedules import INGEST_JOB, range_tags, register_revisions
     from kernelindex_pipeline.definitions import build_definitions
-    from kernelindex_pipeline.sources import SourceError, listed_once
+    from kernelindex_pipeline.ingest.sources import SourceError, listed_once
 
     wh = Warehouse()
     with listed_once():  # the job's fetch step reads this command's listing of upstream
@@ -161,9 +163,9 @@ def show(run: str) -> tuple[str, list[str]]:
     """The run's canonical manifest (JSON, for stdout) and, for the reader, the published identifier it was
     named by and one line per claim check it takes part in: its current claims, or, for a run a newer one
     has replaced in `ranks`, those it made when it was listed."""
-    from kernelindex_pipeline.claims import claims_of_run
-    from kernelindex_pipeline.glossary import claim_text, claim_type
-    from kernelindex_pipeline.listing_claims import listing_claims_of_run
+    from kernelindex_pipeline.verdicts.claims import claims_of_run
+    from kernelindex_pipeline.site.glossary import claim_text, claim_type
+    from kernelindex_pipeline.verdicts.listing_claims import listing_claims_of_run
 
     with Warehouse().reader() as con:
         run_id, alias = resolve(con, run)
@@ -250,7 +252,7 @@ def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> li
     import kernels
     from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB
     from kernelindex_pipeline.definitions import build_definitions
-    from kernelindex_pipeline.gpu.rerun import cuda_available
+    from kernelindex_pipeline.gpu.device import cuda_available
 
     if not cuda_available():
         raise CliError(NO_CUDA)
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rerun published ({len(runs)} Dagster run(s): {', '.join(runs)})")
         elif args.command == "export":
             from kernelindex_pipeline.defs.resources import SigningResource
-            from kernelindex_pipeline.export import export
+            from kernelindex_pipeline.site.export import export
 
             try:
                 signer = SigningResource.resolved().signer() if args.format == "intoto" else None

@@ -1,7 +1,7 @@
 """Per-kernel knowledge: one package per kernel family, collected into one registry.
 
 ``kernels/<family>/__init__.py`` holds the family's ``SPEC`` (canonical parameter names, title, input
-shapes; no torch) and ``kernels/<family>/impl.py`` its rerun adapter, ``ADAPTER`` (``kernels._adapter``),
+shapes; no torch) and ``kernels/<family>/impl.py`` its rerun adapter, ``ADAPTER`` (``kernels.adapter``),
 which only the GPU rerun code imports. What several families share lives in the base modules
 (``kernels._*``) and in the engines (``kernels/engines/``); a family imports those, never another family.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from kernels._spec import COMMON_PARAMETER_NAMES, DISPLAY_ORDER, DTYPE_BYTES, DTYPE_NAMES, KernelSpec, spec
+from kernels.spec import COMMON_PARAMETER_NAMES, DISPLAY_ORDER, DTYPE_BYTES, DTYPE_NAMES, KernelSpec, spec
 
 ENGINES = "engines"
 

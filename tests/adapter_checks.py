@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 import kernels  # noqa: E402
-from kernels._adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
+from kernels.adapter import Built, Unavailable, adapter_problems, load_adapter  # noqa: E402
 from kernelindex_pipeline.gpu.correctness import check_correctness  # noqa: E402
 
 __all__ = [

@@ -15,7 +15,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, rows_checksum, table_checksum
+from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
+
+from kernelindex_pipeline.warehouse.sql import rows_checksum, table_checksum
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = REPO / "data" / "upstream" / "liger-kernel"
@@ -28,7 +30,7 @@ FAST_HTTP = {"KERNELINDEX_HTTP_BACKOFF_S": "0.02", "KERNELINDEX_HTTP_RETRIES": "
 
 def index_rows(root: Path = SNAPSHOTS) -> list[dict]:
     """INDEX.tsv rows, oldest first."""
-    from kernelindex_pipeline.sources import utc_iso
+    from kernelindex_pipeline.ingest.sources import utc_iso
 
     with open(root / "INDEX.tsv", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))

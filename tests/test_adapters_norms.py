@@ -23,7 +23,8 @@ from adapter_checks import (
 )
 
 from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.correctness import grad_outputs, rel_error
+from kernels.tensors import grad_outputs
+from kernelindex_pipeline.gpu.correctness import rel_error
 
 # Autouse here: Liger's logs of the optional backends it cannot import say nothing about these kernels.
 _quiet_liger_backend_probe = ac._quiet_liger_backend_probe

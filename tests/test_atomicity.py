@@ -29,7 +29,7 @@ from conftest import (
     write_snapshot_dir,
 )
 
-from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
+from kernelindex_pipeline.warehouse.store import PARQUET_TABLES, Warehouse
 
 KILLS = 12
 

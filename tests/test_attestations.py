@@ -11,7 +11,7 @@ import pytest
 from conftest import copy_home, query
 from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
-from kernelindex_pipeline.attestations import Refused, validate
+from kernelindex_pipeline.ingest.attestations import Refused, validate
 
 SEED = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
 TODAY = dt.date(2026, 12, 4)
@@ -68,7 +68,7 @@ def test_invalid_attestations_are_refused_with_a_reason(changes, reason):
 
 def test_ingest_stores_attestations_quarantines_bad_ones_and_shows_them_on_the_page(analyst_home, tmp_path,
                                                                                    monkeypatch):
-    from kernelindex_pipeline.export import export
+    from kernelindex_pipeline.site.export import export
 
     home = copy_home(analyst_home, tmp_path / "home")
     [(run_id, level, rank)] = query(home, "SELECT r.run_id, r.evidence_level, k.rank FROM runs r "

@@ -4,7 +4,7 @@ import gzip
 
 from kernelindex_pipeline.bench import add_nightly_revision, synthetic_history
 from kernelindex_pipeline.defs.resources import SHIPPED_SOURCES
-from kernelindex_pipeline.sources import DirectorySource
+from kernelindex_pipeline.ingest.sources import DirectorySource
 
 
 def test_each_copy_of_history_is_new_revisions_of_the_same_rows_later_in_time(tmp_path):

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import SNAPSHOTS, query
 
-from kernelindex_pipeline import cli, steps
-from kernelindex_pipeline.catalog import SOURCE_REPLICA_FAMILY
-from kernelindex_pipeline.sources import DirectorySource
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline import cli
+
+from kernelindex_pipeline.publish import steps
+from kernelindex_pipeline.core.catalog import SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.ingest.sources import DirectorySource
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = ("llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/"
@@ -49,13 +51,13 @@ def test_a_provider_that_cannot_run_settles_its_claims_without_a_partner(shipped
 
 
 def test_a_pass_the_harness_does_not_time_is_a_reason_not_a_wait(shipped_warehouse):
-    from kernelindex_pipeline.gpu.protocol import MODES
+    from kernelindex_pipeline.gpu.protocol import TIMED_MODES
 
     with shipped_warehouse.reader() as con:
         rows = con.execute("SELECT DISTINCT operation_mode, verdict, reason, awaiting_rerun FROM claim_checks "
-                           "WHERE NOT list_contains(?, operation_mode)", [list(MODES)]).fetchall()
+                           "WHERE NOT list_contains(?, operation_mode)", [list(TIMED_MODES)]).fetchall()
         targeted = con.execute("SELECT count(*) FROM claim_checks WHERE awaiting_rerun AND NOT list_contains(?, "
-                               "operation_mode)", [list(MODES)]).fetchone()[0]
+                               "operation_mode)", [list(TIMED_MODES)]).fetchone()[0]
     assert {mode for mode, *_ in rows} == {"no-grad-forward"}
     assert all(v == "not re-checked" and "not no-grad-forward" in r and not a for _, v, r, a in rows)
     assert targeted == 0
@@ -222,7 +224,7 @@ def test_a_verdict_pools_the_sessions_that_measured_both_and_keeps_each_ones_ans
 
 
 def test_no_label_contradicts_its_own_interval(shipped_warehouse):
-    from kernelindex_pipeline import verdicts
+    from kernelindex_pipeline.verdicts import rule
 
     sql = (REPO / "docs" / "verdict-consistency.sql").read_text()
     with shipped_warehouse.reader() as con:
@@ -230,12 +232,12 @@ def test_no_label_contradicts_its_own_interval(shipped_warehouse):
         rows = con.execute("SELECT source_ratio, verdict, ci_low, ci_high, claim_type FROM claim_checks").fetchall()
     decided = [r for r in rows if r[1] != "not re-checked"]
     assert len(decided) > 1000
-    assert all(verdicts.consistent(ratio, verdict, low, high) for ratio, verdict, low, high, _ in rows)
-    assert all(kind == verdicts.claim_type(ratio) for ratio, _, _, _, kind in decided)
+    assert all(rule.consistent(ratio, verdict, low, high) for ratio, verdict, low, high, _ in rows)
+    assert all(kind == rule.claim_type(ratio) for ratio, _, _, _, kind in decided)
 
 
 def test_every_claim_without_a_verdict_has_a_reason_code(shipped_warehouse):
-    from kernelindex_pipeline import reasons
+    from kernelindex_pipeline.core import reasons
 
     with shipped_warehouse.reader() as con:
         codes = dict(con.execute("SELECT reason_code, count(*) FROM claim_checks WHERE verdict = 'not re-checked' "

@@ -92,7 +92,7 @@ def test_the_command_exits_with_its_code_and_all_of_its_output(analyst_home, tmp
 
     from conftest import cli_env
 
-    from kernelindex_pipeline.warehouse import Warehouse
+    from kernelindex_pipeline.warehouse.store import Warehouse
 
     command = [sys.executable, "-c", "import sys; from kernelindex_pipeline.cli import run; "
                "sys.argv[0] = 'kernelindex'; run()"]

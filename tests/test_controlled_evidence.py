@@ -5,10 +5,10 @@ import json
 import shutil
 from pathlib import Path
 
-from kernelindex_pipeline import steps
+from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.checks import recompute_digests
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 SEED_WORKLOADS = {
     "llama4_rope": "hidden2048-kv_heads8-q_heads32-seq2048-bf16",

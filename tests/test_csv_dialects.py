@@ -10,8 +10,8 @@ import json
 import pytest
 from conftest import main_rows, read_snapshot
 
-from kernelindex_pipeline.normalize import UPSTREAM_COLUMNS, Snapshot, normalize
-from kernelindex_pipeline.sources import Revision
+from kernelindex_pipeline.ingest.normalize import UPSTREAM_COLUMNS, Snapshot, normalize
+from kernelindex_pipeline.ingest.sources import Revision
 
 SHIPPED = read_snapshot(main_rows()[-1])  # the newest main-branch file, as upstream wrote it (CRLF)
 LF = SHIPPED.replace(b"\r\n", b"\n")

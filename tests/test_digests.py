@@ -19,8 +19,10 @@ import jcs
 import pytest
 import rfc8785
 
-from kernelindex_pipeline import catalog, cli
-from kernelindex_pipeline.identity import API_VERSION, API_VERSION_V1ALPHA2, canonical_json, v1alpha1_json
+from kernelindex_pipeline.core import catalog
+
+from kernelindex_pipeline import cli
+from kernelindex_pipeline.core.identity import API_VERSION, API_VERSION_V1ALPHA2, canonical_json, v1alpha1_json
 from test_seed_records import GEGLU, LLAMA4
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +189,7 @@ def test_sql_numbers_are_ecmascript_numbers():
     each double (Python's repr)."""
     import duckdb
 
-    from kernelindex_pipeline.manifests import ECMASCRIPT_NUMBER_SQL
+    from kernelindex_pipeline.runs.manifests import ECMASCRIPT_NUMBER_SQL
 
     rng = random.Random(8785)
     numbers = [0.15190400183200836, 2.177422004601313e-07, 722.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e15, 1e16, 1e20,
@@ -206,7 +208,7 @@ def test_sql_numbers_are_ecmascript_numbers():
 def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse):
     """Source-native manifests are written in SQL: every one, its text, digest and v1alpha1 digest, is what
     identity.published makes of the BenchmarkRun built in Python."""
-    from kernelindex_pipeline import manifests
+    from kernelindex_pipeline.runs import manifests
 
     with shipped_warehouse.reader() as con:
         con.execute("CREATE TEMP TABLE scope_runs AS SELECT run_id FROM runs")
@@ -274,8 +276,8 @@ def test_a_home_derived_another_way_is_recomputed_on_the_next_ingest(analyst_hom
     from conftest import copy_home, query
     from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
-    from kernelindex_pipeline import steps
-    from kernelindex_pipeline.warehouse import Warehouse
+    from kernelindex_pipeline.publish import steps
+    from kernelindex_pipeline.warehouse.store import Warehouse
 
     expected = query(analyst_home, "SELECT run_id, run_digest, run_digest_v1alpha1 FROM run_manifests ORDER BY run_id")
     home = copy_home(analyst_home, tmp_path / "home")

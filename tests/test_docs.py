@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

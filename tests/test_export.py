@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from kernelindex_pipeline import cli
-from kernelindex_pipeline.export import group_slug, quantity
-from kernelindex_pipeline.identity import canonical_json, digest
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.site.export import group_slug, quantity
+from kernelindex_pipeline.core.identity import canonical_json, digest
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 LLAMA4 = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
 GEGLU = "geglu/backward/huggingface/nvidia-a100-sxm4-80gb/batch8-hidden4096-intermediate11008-seq8192-bf16/2024-09-03-15-38-42"
@@ -181,7 +181,7 @@ def test_reexport_rewrites_only_what_changed_and_drops_stale_pages(analyst_home,
     page it no longer produces."""
     import shutil
 
-    from kernelindex_pipeline.export import export
+    from kernelindex_pipeline.site.export import export
 
     out = tmp_path / "site"
     shutil.copytree(html_export, out)
@@ -203,7 +203,7 @@ def test_reexport_rewrites_only_what_changed_and_drops_stale_pages(analyst_home,
 def test_an_export_in_worker_processes_writes_the_same_files(analyst_home, html_export, tmp_path, monkeypatch):
     """Sharded over worker processes (more shards than workers), the export writes byte for byte what one
     process writes, and a JSON export over it leaves the pages alone."""
-    import kernelindex_pipeline.export as export_module
+    import kernelindex_pipeline.site.export as export_module
 
     monkeypatch.setenv("KERNELINDEX_HOME", str(analyst_home))
     monkeypatch.setattr(export_module, "SHARD_TEXT_BYTES", 2**20)

@@ -17,8 +17,8 @@ from test_ui import needs_chromium
 from shipped_warehouse import REPO, SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline import cli
-from kernelindex_pipeline.export import group_slug, record_page, run_records
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.site.export import group_slug, record_page, run_records
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 GH_PAGES = REPO / "data" / "upstream" / "liger-kernel-gh-pages"
 SEED = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
@@ -225,7 +225,7 @@ def test_a_broken_golden_file_is_quarantined_and_a_fixed_one_replaces_nothing_el
     (b"[" * 100_000, "not JSON"),
 ])
 def test_golden_files_that_are_not_golden_commits_are_refused_whole(data, problem):
-    from kernelindex_pipeline.references import parse_golden
+    from kernelindex_pipeline.ingest.references import parse_golden
 
     with pytest.raises(ValueError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         parse_golden(data)
@@ -245,6 +245,7 @@ def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(
     """gh-pages runs of Qwen2-VL M-RoPE leave out the batch: no tensors can be built for them, so they are
     not rerun targets (a session would otherwise stop at them)."""
     from kernelindex_pipeline.gpu import targets as T
+    from kernelindex_pipeline.gpu import workloads as W
 
     with Warehouse(both_home).reader() as con:
         chosen = T.warehouse_targets(con)
@@ -252,19 +253,19 @@ def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(
             "SELECT DISTINCT w.definition FROM runs r JOIN workloads w USING (workload_digest) "
             "WHERE r.kernel = 'qwen2vl_mrope' AND r.comparison_key IN (SELECT comparison_key FROM ranks)").fetchall()]
     unbuildable = [p for p in (json.loads(d)["spec"]["parameters"] for d in definitions)
-                   if T.input_bytes("qwen2vl_mrope", p, "bf16") is None]
+                   if W.input_bytes("qwen2vl_mrope", p, "bf16") is None]
     assert unbuildable, "the shipped data has no qwen2vl_mrope workload without input shapes"
-    assert all(T.input_bytes(t["kernel"], t["params"], T.tensor_dtype(t)) is not None for t in chosen)
+    assert all(W.input_bytes(t["kernel"], t["params"], W.tensor_dtype(t)) is not None for t in chosen)
     assert not [t for t in chosen if t["kernel"] == "qwen2vl_mrope" and t["params"] in unbuildable]
 
 
 def test_no_label_in_the_default_build_contradicts_its_own_interval(both_home):
-    from kernelindex_pipeline import verdicts
+    from kernelindex_pipeline.verdicts import rule
 
     assert query(both_home, (REPO / "docs" / "verdict-consistency.sql").read_text()) == []
     rows = query(both_home, "SELECT source_ratio, verdict, ci_low, ci_high FROM claim_checks")
     assert sum(v != "not re-checked" for _, v, _, _ in rows) > 1000
-    assert all(verdicts.consistent(*row) for row in rows)
+    assert all(rule.consistent(*row) for row in rows)
 
 
 def test_the_source_dyt_torch_compile_series_is_named_a_source_artifact(both_home):
@@ -302,7 +303,7 @@ def test_dyt_torch_compile_reruns_without_their_graphs_decide_nothing(both_home)
 
 
 def test_record_and_kernel_pages_name_the_source_artifact(both_home):
-    from kernelindex_pipeline.export import kernel_verdict_sections
+    from kernelindex_pipeline.site.export import kernel_verdict_sections
 
     with Warehouse(both_home).reader() as con:
         sections = kernel_verdict_sections(con)
@@ -319,8 +320,8 @@ def test_record_and_kernel_pages_name_the_source_artifact(both_home):
 def export_group_of(home, run_id: str, directory) -> None:
     """The record and group pages of `run_id`'s comparison group, written by the export's own shard code (a
     shard holding few groups besides it)."""
-    from kernelindex_pipeline.export import _export_shard, _Shard
-    from kernelindex_pipeline.site import Site
+    from kernelindex_pipeline.site.export import _export_shard, _Shard
+    from kernelindex_pipeline.site.pages import Site
 
     wh, count = Warehouse(home), 4096
     [(index,)] = query(home, "SELECT hash(comparison_key) % ? FROM runs WHERE run_id = ?", [count, run_id])
@@ -398,8 +399,8 @@ def test_intoto_export_writes_one_signed_statement_per_decided_claim_and_protoco
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
 
-    from kernelindex_pipeline.identity import digest
-    from kernelindex_pipeline.statements import PREDICATE_TYPE
+    from kernelindex_pipeline.core.identity import digest
+    from kernelindex_pipeline.site.statements import PREDICATE_TYPE
 
     _, folder, public, again = statements
     decided = query(both_home, "SELECT sum(n) FROM (SELECT count(*) AS n FROM claim_checks WHERE verdict <> "
@@ -453,7 +454,7 @@ def base64_encode(data: bytes) -> str:
 def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
     """Each verdict on the seed's page links its statement's permalink: the site's `statements/`, where the
     intoto export of the same warehouse wrote it."""
-    from kernelindex_pipeline.site import Site
+    from kernelindex_pipeline.site.pages import Site
 
     site, folder, *_ = statements
     [(run_id,)] = query(both_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])
@@ -500,9 +501,9 @@ def tick_boxes(page, width: int) -> list[list[dict]]:
 def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home, tmp_path):
     """DyT's scaling charts sweep hidden 1024 to 16384 on a log axis, whose largest values crowd together: in
     Chromium, at 390 and 1280 px, no two x tick labels of a chart touch, and each chart keeps its ends."""
-    from kernelindex_pipeline.charts import kernel_charts
-    from kernelindex_pipeline.export import STYLE, _page
-    from kernelindex_pipeline.site import kernel_page
+    from kernelindex_pipeline.site.charts import kernel_charts
+    from kernelindex_pipeline.site.export import STYLE, _page
+    from kernelindex_pipeline.site.pages import kernel_page
 
     with Warehouse(both_home).reader() as con:
         charts = kernel_charts(con)["dyt"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from upstream_server import SNAPSHOTS, UpstreamServer, upstream_server  # noqa: F401 (fixture)
 
-from kernelindex_pipeline.sources import DirectorySource, GitHubSource, SourceError, open_source
+from kernelindex_pipeline.ingest.sources import DirectorySource, GitHubSource, SourceError, open_source
 
 TOKEN = "ghp_TESTtoken0123456789abcdefNEVERshown"
 MAX_RETRIES = 3
@@ -376,7 +376,7 @@ DELETION = {"commit": "d" * 40, "committed_at": "2026-09-01T00:00:00+00:00",
 
 
 def test_a_commit_that_deleted_the_file_is_a_distinct_error(directory):
-    from kernelindex_pipeline.sources import FileDeletedAtRevision
+    from kernelindex_pipeline.ingest.sources import FileDeletedAtRevision
 
     with UpstreamServer(deleted=[DELETION]) as server, GitHubSource(server.url, backoff_s=0.01) as source:
         revisions = source.list_revisions()
@@ -392,7 +392,7 @@ def test_a_commit_that_deleted_the_file_is_a_distinct_error(directory):
 
 
 def test_a_404_at_a_commit_that_did_not_delete_the_file_stays_a_failure(make_source, upstream_server, directory):  # noqa: F811
-    from kernelindex_pipeline.sources import FileDeletedAtRevision
+    from kernelindex_pipeline.ingest.sources import FileDeletedAtRevision
 
     revision = newest(directory)
     upstream_server.fault("status", code=404, target="raw")

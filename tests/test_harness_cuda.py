@@ -18,7 +18,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 
 def test_a_backward_that_consumes_its_graph_is_timed_under_both_protocols():
-    from kernels._adapter import load_adapter
+    from kernels.adapter import load_adapter
     from kernelindex_pipeline.gpu.harness import measure_latency, measure_replica
 
     impl = load_adapter("megatron_cross_entropy")
@@ -40,7 +40,8 @@ def test_the_session_measures_its_hosts_launch_floor_under_both_timers():
     floor = measure_launch_floor()
     for op in ("emptyTritonKernel", "oneElementTorchOp"):
         f = floor[op]
-        assert 0 < f["deviceMedianNs"] < 1_000_000 and 0 < f["replicaMedianNs"] < 1_000_000, f
-        # do_bench's interval holds the host's launch path; the spin leaves the card's own time.
-        assert f["replicaMedianNs"] >= f["deviceMedianNs"], f
+        # A pass that does nothing takes microseconds under either timer (the event pair's own cost under
+        # device time; that plus whatever of the host's launch path the card waits for under do_bench).
+        assert 0 < f["deviceP20Ns"] <= f["deviceMedianNs"] <= f["deviceP80Ns"] < 1_000_000, f
+        assert 0 < f["replicaP20Ns"] <= f["replicaMedianNs"] <= f["replicaP80Ns"] < 1_000_000, f
     assert floor["host"]["kernelRelease"] and floor["host"]["virtualisation"]

@@ -7,12 +7,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kernelindex_pipeline import steps
-from kernelindex_pipeline.defs.publish import CHANGED_GROUPS
+from kernelindex_pipeline.publish import steps
+from kernelindex_pipeline.defs.warehouse import CHANGED_GROUPS
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE, SHIPPED_GH_PAGES, SHIPPED_UPSTREAM
-from kernelindex_pipeline.sources import DirectorySource, FileDeletedAtRevision
-from kernelindex_pipeline.views import RANK_CHANGES_SQL
-from kernelindex_pipeline.warehouse import PARQUET_TABLES, Warehouse
+from kernelindex_pipeline.ingest.sources import DirectorySource, FileDeletedAtRevision
+from kernelindex_pipeline.warehouse.views import RANK_CHANGES_SQL
+from kernelindex_pipeline.warehouse.store import PARQUET_TABLES, Warehouse
 
 # Every table a publication derives, and what tells two builds apart in the others (`publication` numbers
 # the order of publications, which differs by construction).
@@ -80,7 +80,7 @@ def test_publishing_step_by_step_equals_one_publication(builds, table):
 def test_a_scope_built_in_slices_equals_one_built_whole(builds, tmp_path, monkeypatch):
     """A long backfill builds `runs` a slice of its scope at a time (`SCOPE_SLICE_RUNS`): sliced small, the
     same revisions give the same tables."""
-    from kernelindex_pipeline import derived
+    from kernelindex_pipeline.publish import derived
 
     monkeypatch.setattr(derived, "SCOPE_SLICE_RUNS", 500)
     sliced = Warehouse(tmp_path / "sliced")

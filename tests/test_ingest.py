@@ -8,9 +8,10 @@ import pytest
 from kernelindex_pipeline.defs import schedules
 from kernelindex_pipeline.defs.resources import UpstreamResource
 from kernelindex_pipeline.definitions import build_definitions, defs as location
-from kernelindex_pipeline.partitions import upstream_revisions
-from kernelindex_pipeline.sources import DirectorySource
-from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse, table_checksum
+from kernelindex_pipeline.defs.partitions import upstream_revisions
+from kernelindex_pipeline.ingest.sources import DirectorySource
+from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
+from kernelindex_pipeline.warehouse.sql import table_checksum
 from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
 ALL_TABLES = CONTRACT_TABLES + ("snapshots", "observations", "run_keys", "workloads", "snapshot_quarantine",

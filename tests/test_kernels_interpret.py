@@ -20,8 +20,8 @@ triton = pytest.importorskip("triton")
 
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from kernels._adapter import Built, load_adapter  # noqa: E402
-from kernels._tensors import leaf_copies  # noqa: E402
+from kernels.adapter import Built, load_adapter  # noqa: E402
+from kernels.tensors import leaf_copies  # noqa: E402
 from kernels.engines.gated_mlp import gated_mlp  # noqa: E402
 from kernels.engines.gated_mlp.settings import MLP_ASSEMBLY  # noqa: E402
 from kernels.llama4_rope import ops as llama4_rope_ops  # noqa: E402
@@ -73,7 +73,7 @@ def test_kernelindex_matches_reference(kernel, params, dtype):
 @pytest.mark.parametrize("kernel", sorted({k for k, _ in CASES}))
 def test_inputs_are_seeded_random_with_spec_shapes(kernel):
     import kernels
-    from kernels._adapter import load_adapter
+    from kernels.adapter import load_adapter
 
     impl = _impl(kernel)
     params = next(p for k, p in CASES if k == kernel)

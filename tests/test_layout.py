@@ -1,68 +1,39 @@
-"""The code's shape: no import cycles between the project's modules (imports inside functions count: they
-must not hide one), and no module over ~350 lines unless its docstring says why."""
+"""The code's shape: domains along the route a run takes, imported one way, no cycles (imports inside functions
+count: they must not hide one), at most eight levels deep (`tools/import_graph.py`), each domain naming its
+parts, and no module over ~350 lines unless its docstring says why."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("kernelindex_pipeline", "kernels")
+from tools import import_graph
+
+REPO = import_graph.REPO
 MAX_LINES = 350
+MAX_DEPTH = 8
 
 
 def _modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = list(path.relative_to(REPO).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
+    return import_graph.modules()
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Project modules `name` imports, anywhere in the file."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-            targets = [f"{base}.{a.name}" for a in node.names] + [base]
-        else:
+def test_imports_run_one_way_along_the_route_without_cycles_and_at_most_eight_levels_deep():
+    report = import_graph.report()
+    assert not report["cycles"], report["cycles"]
+    assert not report["against_the_route"], report["against_the_route"]
+    assert report["depth"] <= MAX_DEPTH, sorted(report["levels"].items(), key=lambda kv: -kv[1])[:5]
+
+
+def test_every_domain_says_what_it_holds_and_what_it_may_import():
+    for domain in import_graph.ROUTE:
+        if domain in ("", "kernels"):
             continue
-        for target in targets:
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + "."):  # a package's own parents
-                out.add(target)
-    return out
-
-
-def test_no_import_cycles():
-    modules = _modules()
-    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    state: dict[str, int] = {}
-    cycles = []
-
-    def visit(node: str, trail: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                cycles.append(trail[trail.index(nxt):] + [nxt] if nxt in trail else [node, nxt])
-            elif nxt not in state:
-                visit(nxt, trail + [nxt])
-        state[node] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            visit(name, [name])
-    assert not cycles, cycles
+        doc = ast.get_docstring(ast.parse((REPO / "kernelindex_pipeline" / domain / "__init__.py").read_text()))
+        assert doc and "import" in doc, domain
+        modules = {p.stem for p in (REPO / "kernelindex_pipeline" / domain).glob("*.py") if p.stem != "__init__"}
+        named = {m for m in modules if f"``{m}``" in doc}
+        assert named == modules, (domain, sorted(modules - named))
 
 
 def test_modules_stay_small_or_say_why():

@@ -25,8 +25,8 @@ from conftest import (
 )
 from upstream_server import UpstreamServer
 
-from kernelindex_pipeline.sources import GitHubSource
-from kernelindex_pipeline.warehouse import CONTRACT_TABLES, Warehouse
+from kernelindex_pipeline.ingest.sources import GitHubSource
+from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
 
 SNAPSHOT_COLUMNS = "revision_key, source, stream, source_file, commit, committed_at, sha256, bytes"
 

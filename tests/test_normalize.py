@@ -4,8 +4,8 @@
 
 import pytest
 
-from kernelindex_pipeline.normalize import UPSTREAM_COLUMNS, Snapshot, normalize
-from kernelindex_pipeline.sources import Revision
+from kernelindex_pipeline.ingest.normalize import UPSTREAM_COLUMNS, Snapshot, normalize
+from kernelindex_pipeline.ingest.sources import Revision
 
 HEADER = ",".join(UPSTREAM_COLUMNS)
 GOOD = ('llama4_rope,liger,backward,speed,ms,H,hidden size,2048,0.1536320000886917,0.15190400183200836,'

@@ -7,8 +7,8 @@ import pytest
 from test_normalize import GOOD, HEADER, REVISION, variant
 
 from kernelindex_pipeline.defs.resources import SHIPPED_UPSTREAM
-from kernelindex_pipeline.normalize import Snapshot, normalize
-from kernelindex_pipeline.sources import DirectorySource
+from kernelindex_pipeline.ingest.normalize import Snapshot, normalize
+from kernelindex_pipeline.ingest.sources import DirectorySource
 
 ROWS = [GOOD, GOOD.replace("21:42:04", "21:42:05"), GOOD.replace("21:42:04", "21:42:06")]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelindex_pipeline import cli
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 SEEDS = Path(__file__).parent / "fixtures" / "seed-records"
 PAGES = {"llama4_rope-backward-liger-h100.txt": "2026-08-20", "geglu-backward-huggingface-a100.txt": "2026-08-18"}

@@ -1,5 +1,5 @@
 """The kernel library's contracts, checked without a GPU: every family has the one shape (its ``SPEC`` in
-``kernels/<family>/__init__.py``, its ``ADAPTER``, an ``kernels._adapter.Adapter``, in ``impl.py``, satisfying
+``kernels/<family>/__init__.py``, its ``ADAPTER``, an ``kernels.adapter.Adapter``, in ``impl.py``, satisfying
 ``RerunAdapter``), families import only the base modules and the engines, every committed launch setting
 cites evidence that is shipped, and no module reaches into another's private names.
 
@@ -46,7 +46,7 @@ def test_every_family_has_the_one_shape():
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     import kernels
-    from kernels._adapter import Adapter, RerunAdapter, adapter_problems, load_adapter
+    from kernels.adapter import Adapter, RerunAdapter, adapter_problems, load_adapter
     from kernelindex_pipeline.gpu.targets import targets_named
 
     families = _family_folders()
@@ -112,7 +112,7 @@ class _HalfDone:
 
 
 def test_an_incomplete_adapter_is_refused_with_what_it_lacks():
-    from kernels._adapter import adapter_problems
+    from kernels.adapter import adapter_problems
 
     problems = adapter_problems(_HalfDone())
     for name in ("PROVIDERS", "REFERENCE_DTYPE", "reference", "bytes_moved", "flops", "matmul_shapes"):
@@ -122,7 +122,7 @@ def test_an_incomplete_adapter_is_refused_with_what_it_lacks():
 
 
 def test_an_adapter_without_a_builder_for_a_provider_is_refused():
-    from kernels._adapter import Adapter, adapter_problems
+    from kernels.adapter import Adapter, adapter_problems
 
     class Unbuilt(Adapter):
         PROVIDERS = ("liger", "torch")

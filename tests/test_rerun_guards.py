@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-from kernels._adapter import Built, load_adapter
-from kernelindex_pipeline import reasons
+from kernels.adapter import Built, load_adapter
+from kernelindex_pipeline.core import reasons
 from kernelindex_pipeline.gpu import measure
 from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back
 from kernelindex_pipeline.gpu.correctness import check_correctness

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from kernels._adapter import load_adapter
-from kernelindex_pipeline import catalog
-from kernelindex_pipeline.evidence import controlled_run
+from kernels.adapter import load_adapter
+from kernelindex_pipeline.core import catalog
+from kernelindex_pipeline.ingest.evidence import controlled_run
 from kernelindex_pipeline.gpu import measure, records, rerun
 
 ENV = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "ExecutionEnvironment", "metadata": {"name": "x", "title": "x"},
@@ -235,7 +235,7 @@ def test_a_family_whose_backward_consumes_its_graph_records_what_its_backward_ti
 def test_a_workload_without_a_dtype_is_built_as_the_sources_script_builds_it(kernel, params, built):
     """Upstream's runs of these kernels record no dtype; its Megatron scripts build bfloat16 tensors, the
     others torch's default float32. The record keeps the workload's (none) and says what it built."""
-    from kernelindex_pipeline.gpu.targets import tensor_dtype
+    from kernelindex_pipeline.gpu.workloads import tensor_dtype
 
     target = {"kernel": kernel, "params": params, "dtype": None, "providers": ["liger"], "modes": ["forward"],
               "metrics": ["latency"]}

@@ -7,9 +7,10 @@ import json
 import pytest
 
 import kernels
-from kernels._adapter import load_adapter
+from kernels.adapter import load_adapter
 from kernelindex_pipeline.gpu import targets as T
-from kernelindex_pipeline.gpu.protocol import MODES
+from kernelindex_pipeline.gpu import workloads as W
+from kernelindex_pipeline.gpu.protocol import TIMED_MODES
 
 
 def test_targets_follow_the_source_comparison_groups(shipped_warehouse):
@@ -33,7 +34,7 @@ def test_targets_follow_the_source_comparison_groups(shipped_warehouse):
         for p, reason in t["unavailable"].items():
             assert p not in impl.PROVIDERS and reason == f"no rerun provider for {p}"
         assert set(t["providers"]) | set(t["unavailable"]) >= set(t["source_providers"])
-        assert t["modes"] and set(t["modes"]) <= set(MODES)
+        assert t["modes"] and set(t["modes"]) <= set(TIMED_MODES)
 
 
 def test_coverage_first_then_the_rest(shipped_warehouse):
@@ -51,7 +52,7 @@ def test_only_unchecked_keeps_workloads_awaiting_a_rerun(shipped_warehouse):
         every = T.warehouse_targets(con)
         unchecked = T.warehouse_targets(con, only_unchecked=True)
         # A Liger backend tag that no adapter built when last measured is measurable now through its alias.
-        retagged = {d for _, d, p in con.execute(T.PROVIDER_MISSING_SQL).fetchall() if p in T.PROVIDER_TAGS}
+        retagged = {d for _, d, p in con.execute(T.PROVIDER_MISSING_SQL).fetchall() if p in W.PROVIDER_TAGS}
         settled = [(k, d) for k, d in con.execute("""
             SELECT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
             GROUP BY ALL HAVING NOT bool_or(c.awaiting_rerun)
@@ -77,7 +78,7 @@ def test_export_writes_what_the_device_reads(analyst_home, tmp_path, capsys):
     assert f"wrote {len(exported)} targets over 2 kernels" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("tag", sorted(T.PROVIDER_TAGS))
+@pytest.mark.parametrize("tag", sorted(W.PROVIDER_TAGS))
 def test_a_liger_backend_tag_is_measured_as_the_liger_provider(shipped_warehouse, tag):
     with shipped_warehouse.reader() as con:
         every = T.warehouse_targets(con)
@@ -101,11 +102,11 @@ def test_a_session_measures_the_providers_of_its_liger_backend(shipped_warehouse
     cuTile and CuTe DSL tags, and a cuTile session those tags alone; together, each provider once."""
     with shipped_warehouse.reader() as con:
         every = T.warehouse_targets(con)
-    default, cutile = T.session_slice(every, ""), T.session_slice(every, "cutile")
+    default, cutile = W.session_slice(every, ""), W.session_slice(every, "cutile")
     assert cutile and all(t["providers"] == ["liger_cutile"] for t in cutile)
     assert not any("liger_cutile" in t["providers"] or "liger_cutedsl" in t["providers"] for t in default)
     measured = sorted((t["kernel"], json.dumps(t["params"], sort_keys=True), t["dtype"] or "", p)
-                      for sliced in (default, cutile, T.session_slice(every, "cutedsl")) for t in sliced
+                      for sliced in (default, cutile, W.session_slice(every, "cutedsl")) for t in sliced
                       for p in t["providers"])
     assert measured == sorted((t["kernel"], json.dumps(t["params"], sort_keys=True), t["dtype"] or "", p)
                               for t in every for p in t["providers"])

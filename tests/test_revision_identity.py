@@ -10,8 +10,9 @@ import pytest
 from conftest import BASE_REVISIONS, copy_home, ingest, main_rows, query, read_snapshot, write_snapshot_dir
 from upstream_server import UpstreamServer
 
-from kernelindex_pipeline.sources import DirectorySource, GitHubSource
-from kernelindex_pipeline.warehouse import Warehouse, table_checksum
+from kernelindex_pipeline.ingest.sources import DirectorySource, GitHubSource
+from kernelindex_pipeline.warehouse.store import Warehouse
+from kernelindex_pipeline.warehouse.sql import table_checksum
 
 PREFIX = "ab12cd34ef56"
 TWINS = (PREFIX + "0" * 28, PREFIX + "1" * 28)  # two commits whose first 12 hex digits are equal

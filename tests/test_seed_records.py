@@ -9,7 +9,7 @@ import jcs
 import pytest
 
 from kernelindex_pipeline import cli
-from kernelindex_pipeline.identity import published
+from kernelindex_pipeline.core.identity import published
 
 SEEDS = Path(__file__).parent / "fixtures" / "seed-records"
 LLAMA4 = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"

@@ -15,10 +15,10 @@ from urllib.parse import quote
 import pytest
 from test_ui import CHROMIUM, needs_chromium, seed
 
-from kernelindex_pipeline.charts import LIGER_ORANGE
-from kernelindex_pipeline.glossary import ANCHORS, VERDICTS
-from kernelindex_pipeline.site import kernel_slug
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.site.charts import LIGER_ORANGE
+from kernelindex_pipeline.site.glossary import ANCHORS, VERDICTS
+from kernelindex_pipeline.site.pages import kernel_slug
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 PHONE_WIDTH = 390
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from test_ui import CHROMIUM, near, needs_chromium, rendered_dom, screenshot, seed
 
-from kernelindex_pipeline.charts import MAX_HISTORY_CHARTS
-from kernelindex_pipeline.site import kernel_slug
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.site.charts import MAX_HISTORY_CHARTS
+from kernelindex_pipeline.site.pages import kernel_slug
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 PHONE = (390, 844)
 WHITE = (255, 255, 255)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from upstream_server import SNAPSHOTS, UpstreamServer, upstream_server  # noqa: F401 (fixture)
 
-from kernelindex_pipeline.sources import (
+from kernelindex_pipeline.ingest.sources import (
     SOURCE_NAME,
     UPSTREAM_PATHS,
     UPSTREAM_REPOSITORY,
@@ -250,7 +250,7 @@ def write_bomb(path: Path, inflated: int = 2**30) -> None:
 
 BOMB_CHILD = textwrap.dedent("""
     import resource, sys, time
-    from kernelindex_pipeline.sources import DirectorySource, SourceError
+    from kernelindex_pipeline.ingest.sources import DirectorySource, SourceError
     source = DirectorySource(sys.argv[1])
     (revision,) = source.list_revisions()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

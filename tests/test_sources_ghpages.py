@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from upstream_server import GH_PAGES_SNAPSHOTS, SNAPSHOTS, GhPagesServer, gh_pages_server  # noqa: F401 (fixture)
 
-from kernelindex_pipeline.sources import (
+from kernelindex_pipeline.ingest.sources import (
     LIGER_GH_PAGES,
     LIGER_MAIN,
     SOURCE_NAME,

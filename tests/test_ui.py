@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelindex_pipeline.export import group_slug
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.site.export import group_slug
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 LLAMA4 = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

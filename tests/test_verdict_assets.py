@@ -12,13 +12,13 @@ import dagster as dg
 import pytest
 from conftest import query, write_snapshot_dir, main_rows
 
-from kernelindex_pipeline import steps
-from kernelindex_pipeline.catalog import SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.publish import steps
+from kernelindex_pipeline.core.catalog import SOURCE_REPLICA_FAMILY
 from kernelindex_pipeline.defs import verdicts as verdict_defs
-from kernelindex_pipeline.defs.publish import warehouse_tables
+from kernelindex_pipeline.defs.warehouse import warehouse_tables
 from kernelindex_pipeline.defs.resources import WarehouseResource
-from kernelindex_pipeline.sources import DirectorySource
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.ingest.sources import DirectorySource
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = ("llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/"

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from kernelindex_pipeline.verdicts import (
+from kernelindex_pipeline.verdicts.rule import (
     HELD,
     INDISTINGUISHABLE,
     NOT_RECHECKED,

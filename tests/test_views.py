@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 LLAMA4 = ("llama4_rope", "backward", "NVIDIA H100 80GB HBM3", "hidden2048-kv_heads8-q_heads32-seq2048-bf16")
 

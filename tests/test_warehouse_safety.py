@@ -32,7 +32,9 @@ from conftest import (
     write_snapshot_dir,
 )
 
-from kernelindex_pipeline.warehouse import Warehouse, table_checksum
+from kernelindex_pipeline.warehouse.store import Warehouse
+
+from kernelindex_pipeline.warehouse.sql import table_checksum
 
 DUCKDB_CLI = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

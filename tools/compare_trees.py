@@ -57,7 +57,7 @@ class SideBySide:
 
 
 def compare(baseline_package: str, kernels: list[str], rounds: int) -> list[dict]:
-    from kernels._adapter import load_adapter
+    from kernels.adapter import load_adapter
     from kernelindex_pipeline.gpu.harness import measure_latency
     from kernelindex_pipeline.gpu.targets import targets_named
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     import kernels as families
-    from kernels._adapter import load_adapter
+    from kernels.adapter import load_adapter
 
     kernels = args.kernels or [k for k in families.FAMILIES if OWN in load_adapter(k).PROVIDERS]
     with tempfile.TemporaryDirectory() as scratch:

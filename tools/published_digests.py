@@ -18,9 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Columns that hold the wall-clock time of the build itself, not anything published from the sources.
+# Columns that hold the wall-clock time or the machine of the build itself, not anything published from the
+# sources: every table's, and those of one table.
 BUILD_TIME_COLUMNS = {"published_at", "ingested_at", "fetched_at", "landed_at", "started_at", "finished_at",
                       "generation", "recorded_at", "checked_at"}
+BUILD_TIME_COLUMNS_OF = {"verdict_history": {"since", "until"},
+                         "snapshots": {"location"}}  # where the source was read from on the building machine
 
 
 def _sha256(path: Path) -> str:
@@ -41,7 +44,8 @@ def warehouse_digests(home: Path) -> dict[str, str]:
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            columns = [r[0] for r in con.execute(f'DESCRIBE "{name}"').fetchall() if r[0] not in BUILD_TIME_COLUMNS]
+            skipped = BUILD_TIME_COLUMNS | BUILD_TIME_COLUMNS_OF.get(name, set())
+            columns = [r[0] for r in con.execute(f'DESCRIBE "{name}"').fetchall() if r[0] not in skipped]
             path = Path(tmp) / f"{name}.csv"
             select = ", ".join(f'"{c}"' for c in columns)
             con.execute(f"COPY (SELECT {select} FROM \"{name}\" ORDER BY ALL) TO '{path}' (HEADER, FORMAT csv)")

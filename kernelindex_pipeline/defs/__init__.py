@@ -1,0 +1,10 @@
+"""The Dagster definitions (``dg.load_from_defs_folder`` loads every module here). They may import every
+domain; nothing but the code location (``definitions``) and the command line imports them.
+
+- ``upstream``: upstream snapshots (one dynamic partition per upstream commit, ``partitions``).
+- ``warehouse``: the warehouse publication, one step; ``keys``: its asset keys; ``checks``: its asset checks;
+  ``verdict_reports``: what the verdict tables report; ``metadata``: table metadata for the UI.
+- ``reruns``: the GPU rerun asset, partitioned by kernel family.
+- ``schedules``: jobs, the nightly schedule and the new-revision sensor; ``resources``: warehouse, sources,
+  signing key.
+"""

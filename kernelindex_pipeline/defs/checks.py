@@ -5,10 +5,10 @@ import json
 
 import dagster as dg
 
-from kernelindex_pipeline.defs.publish import COMPARISON_RANKS, RUN_MANIFESTS, RUNS
+from kernelindex_pipeline.defs.keys import COMPARISON_RANKS, RUN_MANIFESTS, RUNS
 from kernelindex_pipeline.defs.resources import WarehouseResource
-from kernelindex_pipeline.identity import digest
-from kernelindex_pipeline.schema import manifests_sql, rows_of_runs
+from kernelindex_pipeline.core.identity import digest
+from kernelindex_pipeline.warehouse.schema import manifests_sql, rows_of_runs
 
 UNIQUE_RUN_IDS = "unique_run_ids"
 NO_ORPHAN_RANKS = "no_orphan_ranks"

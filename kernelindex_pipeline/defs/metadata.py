@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from kernelindex_pipeline.warehouse import table_columns
+from kernelindex_pipeline.warehouse.sql import table_columns
 
 
 def table_metadata(con, table: str, preview_sql: str | None = None, limit: int = 10) -> dict:

@@ -36,13 +36,13 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
     providers its source comparison groups hold: correctness first on fresh random inputs, then timing
     under KernelIndex's protocol and the source's own (do_bench) harness; writes one evidence file
     (gzipped JSONL) into the evidence directory, within ``device_minutes``."""
-    from kernelindex_pipeline.gpu.rerun import cuda_available
+    from kernelindex_pipeline.gpu.device import cuda_available
 
     if not cuda_available():
         raise dg.Failure(description=NO_CUDA)
-    from kernels._adapter import load_adapter
+    from kernels.adapter import load_adapter
 
-    from kernelindex_pipeline.gpu import run_reruns
+    from kernelindex_pipeline.gpu.rerun import run_reruns
     from kernelindex_pipeline.gpu.targets import warehouse_targets
 
     kernel = context.partition_key

@@ -11,8 +11,8 @@ from typing import ClassVar
 import dagster as dg
 from pydantic import Field
 
-from kernelindex_pipeline.sources import Revision, SourceError, env_number, open_source, screen_revisions
-from kernelindex_pipeline.warehouse import Warehouse
+from kernelindex_pipeline.ingest.sources import Revision, SourceError, env_number, open_source, screen_revisions
+from kernelindex_pipeline.warehouse.store import Warehouse
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 SHIPPED_UPSTREAM = REPO_DATA / "upstream" / "liger-kernel"
@@ -53,10 +53,12 @@ class _FromEnvironment(dg.ConfigurableResource):
 class WarehouseResource(_FromEnvironment):
     """The embedded DuckDB + Parquet warehouse; `home` empty means ./data."""
 
-    ENVIRONMENT = {"home": "KERNELINDEX_HOME", "attestations_dir": "KERNELINDEX_ATTESTATIONS"}
+    ENVIRONMENT = {"home": "KERNELINDEX_HOME", "evidence_dir": "KERNELINDEX_EVIDENCE",
+                   "attestations_dir": "KERNELINDEX_ATTESTATIONS"}
 
     home: str = Field(default="", description="Warehouse directory ($KERNELINDEX_HOME; default ./data)")
-    evidence_dir: str = Field(default="", description="Directory of committed rerun evidence (*.jsonl.gz)")
+    evidence_dir: str = Field(default="", description="Directory of committed rerun evidence (*.jsonl.gz; "
+                              "$KERNELINDEX_EVIDENCE; default data/evidence)")
     attestations_dir: str = Field(default="", description="Directory of attestation files (*.json, "
                                   "docs/attestations.md; $KERNELINDEX_ATTESTATIONS; default data/attestations)")
 
@@ -81,7 +83,7 @@ class SigningResource(_FromEnvironment):
 
     def signer(self):
         """A securesystemslib signer of the key, or None without one."""
-        from kernelindex_pipeline.statements import load_signer
+        from kernelindex_pipeline.site.statements import load_signer
 
         return load_signer(self.key_file) if self.key_file else None
 

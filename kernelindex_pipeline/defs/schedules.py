@@ -4,8 +4,8 @@
 import dagster as dg
 
 from kernelindex_pipeline.defs.resources import UpstreamResource
-from kernelindex_pipeline.partitions import upstream_revisions
-from kernelindex_pipeline.sources import SourceError
+from kernelindex_pipeline.defs.partitions import upstream_revisions
+from kernelindex_pipeline.ingest.sources import SourceError
 
 INGEST_JOB = "ingest_upstream"
 RANGE_START = "dagster/asset_partition_range_start"

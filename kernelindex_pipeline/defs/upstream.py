@@ -3,10 +3,10 @@
 
 import dagster as dg
 
-from kernelindex_pipeline import steps
+from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.resources import UpstreamResource, WarehouseResource
-from kernelindex_pipeline.partitions import upstream_revisions
-from kernelindex_pipeline.sources import FileDeletedAtRevision, SourceError
+from kernelindex_pipeline.defs.partitions import upstream_revisions
+from kernelindex_pipeline.ingest.sources import FileDeletedAtRevision, SourceError
 
 
 @dg.asset(

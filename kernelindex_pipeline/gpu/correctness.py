@@ -6,18 +6,14 @@ import math
 
 import torch
 
-from kernels._adapter import RerunAdapter, Unavailable
-from kernels._tensors import as_tuple, generator, randn
-from kernelindex_pipeline import reasons
-from kernelindex_pipeline.catalog import is_compiled
+from kernels.adapter import RerunAdapter, Unavailable
+from kernels.tensors import as_tuple, grad_outputs
+from kernelindex_pipeline.core import reasons
+from kernelindex_pipeline.core.catalog import is_compiled
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.guards import backend_fell_back, backend_report, compile_report, fell_back
-from kernelindex_pipeline.gpu.targets import provider_liger_impl
+from kernelindex_pipeline.gpu.workloads import provider_liger_impl
 
-# The upstream gradients are drawn from a generator of their own, seeded this far from the check's seed,
-# so that they never repeat the values of the inputs (drawn from the seed itself); a prime far from the
-# protocol's small seeds, so that no check's gradients reuse another check's inputs either.
-GRAD_SEED_OFFSET = 7919
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -30,12 +26,6 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     denom = torch.linalg.vector_norm(r).item()
     num = torch.linalg.vector_norm(a - r).item()
     return num / denom if denom > 0 else (0.0 if num == 0 else float("inf"))
-
-
-def grad_outputs(outputs, seed: int):
-    """Seeded upstream gradients, one per output, in the outputs' shapes and dtypes."""
-    gen = generator(seed + GRAD_SEED_OFFSET, outputs[0].device)
-    return tuple(randn(o.shape, o.dtype, gen, o.device) for o in outputs)
 
 
 def _upcast(inputs: dict, grad_names, dtype: torch.dtype) -> dict:

@@ -1,9 +1,11 @@
-"""Facts about the CUDA device at hand that torch does not give: driver version, the SM clock ceiling."""
+"""The CUDA device at hand: whether there is one, and what torch does not say of it (driver version, SM clock ceiling)."""
 
 from __future__ import annotations
 
 import functools
 import subprocess
+
+NO_CUDA_MESSAGE = "kernelindex rerun: no CUDA device available here; nothing was measured and nothing was written"
 
 # The maximum SM clock of the H200s the committed evidence was measured on (nvidia-smi clocks.max.sm,
 # 1980 MHz), used only where nvidia-smi cannot be asked.
@@ -29,3 +31,11 @@ def max_sm_clock_hz() -> float:
         return float(reading) * 1e6
     except (TypeError, ValueError):
         return FALLBACK_MAX_SM_CLOCK_HZ
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - no usable torch means no CUDA
+        return False
+    return bool(torch.cuda.is_available())

@@ -8,9 +8,9 @@ import time
 import torch
 import triton
 
-from kernels._adapter import load_adapter
-from kernels._providers import package_version
-from kernelindex_pipeline.gpu import protocol as P
+from kernels.adapter import load_adapter
+from kernels.providers import package_version
+from kernelindex_pipeline.core.identity import API_VERSION
 from kernelindex_pipeline.gpu.device import nvidia_smi
 from kernelindex_pipeline.gpu.launch_floor import measure_launch_floor
 
@@ -103,7 +103,7 @@ def capture_environment(targets: list[dict] | None = None) -> dict:
     torch.cuda.empty_cache()
     slug = re.sub(r"[^a-z0-9]+", "-", product.lower()).strip("-")
     return {
-        "apiVersion": P.API_VERSION,
+        "apiVersion": API_VERSION,
         "kind": "ExecutionEnvironment",
         "metadata": {
             "name": f"{slug}-{arch}-driver{software['driver'] or 'unknown'}-torch{torch.__version__.split('+')[0]}"

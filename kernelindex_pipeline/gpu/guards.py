@@ -1,7 +1,7 @@
 """What a provider really ran, where it can silently run something else than its label says.
 
 A compiled provider: dynamo's own counters since its compile, and whether any frame fell back to eager
-PyTorch. `kernels._providers.torch_compiled` resets dynamo before it compiles, so that every workload
+PyTorch. `kernels.providers.torch_compiled` resets dynamo before it compiles, so that every workload
 compiles afresh: a script that compiles one module for many shapes in one process hits dynamo's recompile
 limit and from then on runs eager without an error (only a logged warning). A baseline package's compiled
 path is one too (`catalog.COMPILED_PROVIDERS`): Megatron-Core's fused cross entropy compiles its steps with

@@ -8,11 +8,9 @@ import gc
 
 import torch
 
-from kernels._adapter import RerunAdapter
-from kernels._tensors import as_tuple
-from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.correctness import grad_outputs
-from kernelindex_pipeline.gpu.targets import tensor_dtype
+from kernels.adapter import RerunAdapter
+from kernels.tensors import as_tuple, grad_outputs
+from kernelindex_pipeline.gpu.workloads import tensor_dtype
 from kernelindex_pipeline.gpu.timing import do_bench_replica, l2_flush_buffer, peak_memory, time_interleaved
 
 

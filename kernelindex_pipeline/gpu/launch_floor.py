@@ -71,5 +71,4 @@ def measure_launch_floor() -> dict:
         "oneElementTorchOp": _floor(lambda: x.add_(1.0), flush),
         "host": host_runtime(),
     }
-    del x, flush
     return floor

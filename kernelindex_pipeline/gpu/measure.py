@@ -7,10 +7,10 @@ import contextlib
 import signal
 import time
 
-from kernels._adapter import RerunAdapter
-from kernelindex_pipeline import reasons
+from kernels.adapter import RerunAdapter
+from kernelindex_pipeline.core import reasons
 from kernelindex_pipeline.gpu import protocol as P
-from kernelindex_pipeline.gpu.targets import input_bytes, tensor_dtype
+from kernelindex_pipeline.gpu.workloads import input_bytes, tensor_dtype
 
 
 def too_large_reason(kernel: str, params: dict, dtype: str, device_bytes: int) -> str | None:
@@ -101,7 +101,7 @@ def measure_target(target: dict, impl: RerunAdapter, device_bytes: int, log=prin
 
 def _measure(target: dict, impl: RerunAdapter, providers: list[str], outcomes: dict, stats: dict, log, device: str):
     """The phases of ``measure_target``, filling ``outcomes`` and ``stats`` as they go."""
-    from kernelindex_pipeline.catalog import is_compiled
+    from kernelindex_pipeline.core.catalog import is_compiled
     from kernelindex_pipeline.gpu.guards import compile_report, fell_back
     from kernelindex_pipeline.gpu.correctness import check_correctness
     from kernelindex_pipeline.gpu.harness import measure_latency, measure_memory, measure_replica, release_memory

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kernelindex_pipeline import catalog
-from kernelindex_pipeline.catalog import RERUN_FAMILY, SOURCE_REPLICA_FAMILY
-from kernelindex_pipeline.identity import API_VERSION
+from kernelindex_pipeline.core import catalog
+from kernelindex_pipeline.core.catalog import RERUN_FAMILY, SOURCE_REPLICA_FAMILY
+from kernelindex_pipeline.core.identity import API_VERSION
 
 # The passes the harness times: upstream's operation modes but its forward without autograd.
-MODES = tuple(m for m in catalog.MODES if m != "no-grad-forward")
+TIMED_MODES = tuple(m for m in catalog.MODES if m != "no-grad-forward")
 
 WARMUP_MS = 25.0
 REPETITION_MS = 100.0

@@ -1,4 +1,4 @@
-"""Evidence records: one JSON object per (provider, mode, metric) of a target, as ``evidence.py`` reads them,
+"""Evidence records: one JSON object per (provider, mode, metric) of a target, as ``ingest/evidence.py`` reads them,
 and the files that hold them."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import re
 from pathlib import Path
 
-from kernels._adapter import RerunAdapter
-from kernelindex_pipeline.gpu.targets import tensor_dtype
+from kernels.adapter import RerunAdapter
+from kernelindex_pipeline.gpu.workloads import tensor_dtype
 
 
 def _clean(obj):
@@ -48,7 +48,7 @@ def evidence_record(target: dict, impl: RerunAdapter, provider: str, label: str,
     process).
 
     ``outcome`` is the provider's correctness result: its ``status`` (passed, failed, unavailable,
-    too_large, timeout) and, unless passed, its ``reason`` and ``code`` (`kernelindex_pipeline.reasons`);
+    too_large, timeout) and, unless passed, its ``reason`` and ``code`` (`kernelindex_pipeline.core.reasons`);
     a compiled provider's ``compile`` says what dynamo compiled, a provider on a Liger backend's ``backend``
     which Liger Functions ran. ``stats`` is None (null timings) unless it passed;
     latency stats carry ``samples``, every repetition's time in ns."""

@@ -27,21 +27,16 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from kernels._adapter import RerunAdapter, load_adapter
+from kernels.adapter import RerunAdapter, load_adapter
 from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.measure import measure_target
 from kernelindex_pipeline.gpu.records import append_records, evidence_name
-from kernelindex_pipeline.gpu.targets import (
-    PROVIDER_TAGS,
-    read_targets,
-    session_slice,
-    targets_named,
-    write_targets,
-)
+from kernelindex_pipeline.gpu.device import NO_CUDA_MESSAGE, cuda_available
+from kernelindex_pipeline.gpu.targets import targets_named
+from kernelindex_pipeline.gpu.workloads import PROVIDER_TAGS, read_targets, session_slice, write_targets
 
 # Liger-Kernel's backend switch (liger_kernel.ops.backends.LIGER_KERNEL_IMPL_ENV).
 LIGER_IMPL_VARIABLE = "LIGER_KERNEL_IMPL"
-NO_CUDA_MESSAGE = "kernelindex rerun: no CUDA device available here; nothing was measured and nothing was written"
 # What a target is expected to take before any target of the session has been measured.
 FIRST_TARGET_ESTIMATE_S = 30.0
 # A target still measuring after this long is recorded as `timeout` and the session goes on: the slowest
@@ -51,14 +46,6 @@ TARGET_TIMEOUT_S = 240.0
 
 class NoCudaDevice(RuntimeError):
     pass
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except Exception:  # noqa: BLE001 - no usable torch means no CUDA
-        return False
-    return bool(torch.cuda.is_available())
 
 
 def _now() -> str:
@@ -161,7 +148,7 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
                target_timeout_s: float | None = TARGET_TIMEOUT_S) -> list[dict]:
     """Check, measure and record ``targets`` within ``budget_s``; returns the records appended to
     ``out_path``. Every target's kernel adapter is loaded (and checked against
-    ``kernels._adapter.RerunAdapter``) before anything is measured; the targets not reached are written to
+    ``kernels.adapter.RerunAdapter``) before anything is measured; the targets not reached are written to
     ``remaining_path`` (when given). Only the providers of this process's Liger backend (LIGER_KERNEL_IMPL,
     ``targets.session_slice``) are measured. Every record names this session (one process: its own inputs,
     seeds and warm-ups), so that verdicts can pool independent sessions."""

@@ -11,18 +11,19 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import kernels
-from kernels._adapter import load_adapter
+from kernels.adapter import load_adapter
 
-from kernelindex_pipeline.gpu.protocol import MODES
+from kernelindex_pipeline.core.catalog import SOURCE_NATIVE
+from kernelindex_pipeline.gpu.protocol import TIMED_MODES
+from kernelindex_pipeline.gpu.workloads import PROVIDER_TAGS, input_bytes, tagged, tensor_dtype, write_targets
 
 THREE = ["liger", "huggingface", "kernelindex"]
 
 
-def _t(kernel, params, dtype="bf16", providers=THREE, modes=MODES, metrics=("latency", "peak_memory")):
+def _t(kernel, params, dtype="bf16", providers=THREE, modes=TIMED_MODES, metrics=("latency", "peak_memory")):
     return {"kernel": kernel, "params": dict(params), "dtype": dtype, "providers": list(providers),
             "modes": list(modes), "metrics": list(metrics)}
 
@@ -68,13 +69,13 @@ def targets_named(which: str, kernels: list[str] | None = None) -> list[dict]:
     return chosen
 
 
-SOURCE_GROUPS_SQL = """
+SOURCE_GROUPS_SQL = f"""
 SELECT r.kernel, w.workload_digest, any_value(w.definition) AS definition,
     list(DISTINCT r.provider ORDER BY r.provider) AS providers,
     list(DISTINCT r.operation_mode ORDER BY r.operation_mode) AS modes,
     list(DISTINCT r.metric ORDER BY r.metric) AS metrics
 FROM ranks k JOIN runs r USING (run_id) JOIN workloads w USING (workload_digest)
-WHERE r.evidence_level = 'source-native' AND list_contains(?, r.kernel)
+WHERE r.evidence_level = '{SOURCE_NATIVE}' AND list_contains(?, r.kernel)
 GROUP BY r.kernel, w.workload_digest
 """
 
@@ -99,78 +100,6 @@ SELECT DISTINCT v.source_liger_version, r.workload_digest, v.a_provider, v.b_pro
 FROM version_checks v JOIN runs r ON r.run_id = v.a_run_id
 WHERE v.version_effect = 'not_run' AND v.source_liger_version IS NOT NULL
 """
-
-
-@dataclass(frozen=True)
-class BackendTag:
-    """A source provider that is an adapter's provider run on one of Liger-Kernel's backends."""
-
-    provider: str  # the adapter provider it renames
-    liger_impl: str  # LIGER_KERNEL_IMPL of the session that measures it; "" for the default (Triton) backend
-    backend: str  # the backend's name, for labels
-
-
-# Liger-Kernel's comparison scripts (benchmark/scripts/run_cutile_compare.py, run_cutedsl_compare.py) run each
-# benchmark once per backend, selected by LIGER_KERNEL_IMPL, and rename its ``liger`` provider by
-# LIGER_BENCH_PROVIDER_TAG (benchmark/scripts/utils.py). Liger reads the variable once, at import, so a rerun
-# session measures one backend's tags (``session_slice``); its records share the evidence file of the others.
-PROVIDER_TAGS = {
-    "liger_triton": BackendTag("liger", "", "Triton"),
-    "liger_cutile": BackendTag("liger", "cutile", "cuTile"),
-    "liger_cutedsl": BackendTag("liger", "cutedsl", "CuTe DSL"),
-}
-
-
-def _tagged(provider: str, known) -> bool:
-    tag = PROVIDER_TAGS.get(provider)
-    return tag is not None and tag.provider in known
-
-
-def provider_liger_impl(provider: str) -> str:
-    """The LIGER_KERNEL_IMPL a session needs to measure ``provider``: "" unless it is a backend tag."""
-    tag = PROVIDER_TAGS.get(provider)
-    return tag.liger_impl if tag else ""
-
-
-def session_slice(targets: list[dict], liger_impl: str) -> list[dict]:
-    """``targets`` cut to the providers a session whose Liger backend is ``liger_impl`` measures; targets
-    left with none are dropped."""
-    sliced = []
-    for t in targets:
-        providers = [p for p in t["providers"] if provider_liger_impl(p) == liger_impl]
-        if providers:
-            sliced.append({**t, "providers": providers})
-    return sliced
-
-
-# The dtype a source that states none measured in: Liger's loss scripts draw float32 tensors without naming
-# a dtype. The records keep the source's (absent) dtype, so they pair with the source's workloads.
-def tensor_dtype(target: dict) -> str:
-    """The dtype a target's tensors are built in: its workload's, or where the source's runs state none, the
-    one the source's script builds them in (`KernelSpec.script_dtype`)."""
-    return target.get("tensor_dtype") or target["dtype"] or kernels.lookup(target["kernel"]).script_dtype
-
-
-def input_bytes(kernel: str, params: dict, dtype: str) -> int | None:
-    """Bytes of a workload's input tensors, from ``kernels.lookup(kernel).input_tensors``; None if unknown."""
-    tensors = kernels.lookup(kernel).input_tensors(params, dtype)
-    if tensors is None:
-        return None
-    total = 0
-    for t in tensors:
-        n = 1
-        for d in t["shape"]:
-            n *= d
-        total += n * kernels.DTYPE_BYTES.get(t["dtype"], 4)
-    return total
-
-
-def write_targets(path: Path, targets: list[dict]) -> None:
-    Path(path).write_text(json.dumps(targets, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def read_targets(path: Path) -> list[dict]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def _bytes(kernel: str, params: dict, dtype: str) -> float:
@@ -210,11 +139,11 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
     merged: dict[tuple, dict] = {}
     for kernel, workload_digest, definition, providers, modes, metrics in con.execute(SOURCE_GROUPS_SQL, [chosen]).fetchall():
         if awaiting is not None and (kernel, workload_digest) not in awaiting and not any(
-                p in impl_providers(kernel) or _tagged(p, impl_providers(kernel))
+                p in impl_providers(kernel) or tagged(p, impl_providers(kernel))
                 for p in missing.get((kernel, workload_digest), ())):
             continue
         spec = json.loads(definition)["spec"]
-        modes = [m for m in MODES if m in modes]
+        modes = [m for m in TIMED_MODES if m in modes]
         if not modes:
             continue
         impl = load_adapter(kernel)
@@ -232,11 +161,11 @@ def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool =
         known = t.pop("_providers")
         t["providers"] = [p for p in known if p in t["source_providers"] or p == "kernelindex"]
         t["aliases"] = {p: PROVIDER_TAGS[p].provider for p in t["source_providers"]
-                        if p not in known and _tagged(p, known)}
+                        if p not in known and tagged(p, known)}
         t["providers"] += list(t["aliases"])
         t["unavailable"] = {p: f"no rerun provider for {p}" for p in t["source_providers"]
                             if p not in known and p not in t["aliases"]}
-        t["modes"] = [m for m in MODES if m in t["modes"]]
+        t["modes"] = [m for m in TIMED_MODES if m in t["modes"]]
         t["metrics"] = [m for m in ("latency", "peak_memory") if m in t["metrics"]]
         # A workload whose input shapes its parameters do not give (an upstream script that left one out)
         # cannot be built.
@@ -306,7 +235,7 @@ def main(argv=None) -> int:
                     help="write one targets file per Liger-Kernel release the sources measured (OUT-liger-X.json): "
                     "the claims version_checks has not run at that release yet")
     args = ap.parse_args(argv)
-    from kernelindex_pipeline.warehouse import Warehouse
+    from kernelindex_pipeline.warehouse.store import Warehouse
 
     if args.at_source_release:
         with Warehouse(args.warehouse).reader() as con:

@@ -20,8 +20,8 @@ import time
 
 import torch
 
-from kernels._adapter import Unavailable, load_adapter
-from kernels._tensors import RERUN_DTYPES, as_tuple, leaf_copies
+from kernels.adapter import Unavailable, load_adapter
+from kernels.tensors import RERUN_DTYPES, as_tuple, grad_outputs, leaf_copies
 from kernels.engines.gated_mlp import gated_mlp
 from kernels.engines.gated_mlp.settings import MLP_ASSEMBLY
 from kernels.engines.norm import norm_backward, norm_forward
@@ -34,9 +34,8 @@ from kernels.engines.norm.settings import (
     SlicedRows,
     WholeRow,
 )
-from kernelindex_pipeline.gpu.correctness import grad_outputs
 from kernelindex_pipeline.gpu.harness import l2_flush_buffer, prepare_pass, release_memory
-from kernelindex_pipeline.gpu.rerun import NO_CUDA_MESSAGE, cuda_available
+from kernelindex_pipeline.gpu.device import NO_CUDA_MESSAGE, cuda_available
 from kernelindex_pipeline.gpu.timing import Timed, time_interleaved
 
 NORM_SHAPES = [  # (kernel, is_ln, rows, hidden, dtype): the rerun targets' norm workloads

@@ -1,7 +1,7 @@
 """Cross entropy of logits against integer targets, averaged over tokens."""
 
-from kernels._shapes import tokens
-from kernels._spec import spec
+from kernels.shapes import tokens
+from kernels.spec import spec
 
 
 def _tensors(p):

@@ -1,6 +1,6 @@
 """Dynamic Tanh (DyT): y = gamma * tanh(alpha * x) + beta, a normalization-free stand-in for LayerNorm."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label, torch_compiled
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label, torch_compiled
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 # The layers' parameters, in the order the spec lists them; beta only when the workload's beta is on.
 PARAMETERS = ("alpha", "gamma", "beta")

@@ -1,6 +1,6 @@
 """Embedding: a lookup of token ids into a table of vectors."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec(
     "embedding",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label, torch_compiled
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label, torch_compiled
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, per_mode
 
 
 class Embedding(Adapter):

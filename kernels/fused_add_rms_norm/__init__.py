@@ -1,6 +1,6 @@
 """Fused residual add + RMSNorm: s = x + residual, y = RMSNorm(s), both returned."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec(
     "fused_add_rms_norm",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, per_mode
 
 EPS = 1e-6
 

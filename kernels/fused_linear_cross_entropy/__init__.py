@@ -1,7 +1,7 @@
 """Fused linear cross entropy: the LM head projection and the cross-entropy loss without materialized logits."""
 
-from kernels._shapes import tokens
-from kernels._spec import spec
+from kernels.shapes import tokens
+from kernels.spec import spec
 
 
 def _tensors(p):

@@ -17,10 +17,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
 
 IGNORE_INDEX = -100
 

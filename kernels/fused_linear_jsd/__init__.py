@@ -1,7 +1,7 @@
 """Fused linear JSD: the Jensen-Shannon divergence between a student and a teacher LM head, without materialized logits."""
 
-from kernels._shapes import tokens
-from kernels._spec import spec
+from kernels.shapes import tokens
+from kernels.spec import spec
 
 
 def _tensors(p):

@@ -21,9 +21,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies
+from kernels.adapter import Built
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies
 from kernels.engines.lm_head import LMHeadAdapter
 
 BETA = 0.5

@@ -1,6 +1,6 @@
 """Fused linear SimPO loss: the reference-free margin preference loss over an LM head, without materialized logits."""
 
-from kernels._shapes import preference
-from kernels._spec import spec
+from kernels.shapes import preference
+from kernels.spec import spec
 
 SPEC = spec("fused_linear_simpo_loss", "Fused linear SimPO loss", tensors=preference)

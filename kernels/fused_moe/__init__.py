@@ -1,6 +1,6 @@
 """Fused mixture-of-experts: each token's output is the routing-weighted sum of its top-k experts' SwiGLU MLPs."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec(
     "fused_moe",

@@ -22,10 +22,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, randn
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, randn
 
 WEIGHT_SCALE = 0.02
 

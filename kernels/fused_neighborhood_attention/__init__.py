@@ -1,6 +1,6 @@
 """Fused neighborhood attention: each query attends only to the keys within a (dilated) window around it."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

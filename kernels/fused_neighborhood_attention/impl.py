@@ -23,9 +23,9 @@ import math
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, numel, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, numel, per_mode
 
 # The upstream modules' defaults, used where a workload leaves them out.
 KERNEL_SIZE = 7

@@ -1,6 +1,6 @@
 """GeGLU MLP: down(gelu_tanh(gate(x)) * up(x)), as in Gemma."""
 
-from kernels._shapes import gated_mlp
-from kernels._spec import spec
+from kernels.shapes import gated_mlp
+from kernels.spec import spec
 
 SPEC = spec("geglu", "GeGLU MLP", implied=("hidden_act",), defaults={"batch": 1}, tensors=gated_mlp)

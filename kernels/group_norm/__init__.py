@@ -1,6 +1,6 @@
 """GroupNorm: normalization over groups of channels, with a per-channel scale and shift."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

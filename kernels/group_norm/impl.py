@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, module_pass, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, module_pass, per_mode
 
 # The upstream script's extra benchmark config, used where a workload leaves them out.
 CHANNELS_PER_GROUP = 4

@@ -27,9 +27,9 @@ import math
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
 from kernels.engines.lm_head import (
     chunked_label,
     compiled_on,

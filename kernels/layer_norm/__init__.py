@@ -1,6 +1,6 @@
 """LayerNorm over the last dimension, with learned scale and shift."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._tensors import leaf_copies, module_pass
+from kernels.tensors import leaf_copies, module_pass
 from kernels.engines.norm import layer_norm
 from kernels.engines.norm.rerun import NormAdapter, workload_eps
 

@@ -1,6 +1,6 @@
 """Llama 4 rotary position embedding: q and k rotated by complex frequencies, in place of the usual cos/sin."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

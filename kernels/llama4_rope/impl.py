@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import Draws, input_shapes
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import Draws, input_shapes
 from kernels.engines.rotary import RotaryAdapter
 from kernels.llama4_rope.ops import llama4_rope
 

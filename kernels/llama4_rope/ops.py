@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton import CachedLaunch
+from kernels.launch import CachedLaunch
 
 # As many positions a program (at most MAX_POSITIONS) as keep its q tile within TILE_ELEMENTS, and 8 warps
 # instead of 4 where one position's heads alone exceed it. Set from the first GPU rerun

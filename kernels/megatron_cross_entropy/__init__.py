@@ -1,7 +1,7 @@
 """Megatron-LM vocab-parallel cross entropy: the per-token loss of logits in Megatron-LM's [seq, batch, vocab]
 layout."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec(
     "megatron_cross_entropy",

@@ -32,10 +32,10 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Adapter, Built, Unavailable
-from kernels._providers import fresh_dynamo, liger_attr, liger_label, version_label
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode, randn
+from kernels.adapter import Adapter, Built, Unavailable
+from kernels.providers import fresh_dynamo, liger_attr, liger_label, version_label
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode, randn
 
 
 

@@ -1,6 +1,6 @@
 """RMSNorm in Megatron-LM's layout: x [seq, batch, hidden], normalized over hidden."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec(
     "megatron_rms_norm",

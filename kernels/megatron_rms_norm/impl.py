@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import torch
 
-from kernels._adapter import Adapter, Built, Unavailable
-from kernels._providers import liger_attr, liger_label, version_label
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, module_pass, per_mode
+from kernels.adapter import Adapter, Built, Unavailable
+from kernels.providers import liger_attr, liger_label, version_label
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, module_pass, per_mode
 
 EPS = 1e-6
 

@@ -16,8 +16,8 @@ import importlib
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import liger_attr, liger_label
+from kernels.adapter import Built, Unavailable
+from kernels.providers import liger_attr, liger_label
 from kernels.engines.multi_token_attention import MASK_VALUE, MultiTokenAttentionAdapter, causal_mask, conv_config
 
 CUTILE_MODULE = "liger_kernel.ops.cutile.ops.multi_token_attention"

@@ -1,6 +1,6 @@
 """Qwen2-VL multimodal rotary position embedding (M-RoPE): temporal, height and width sections of RoPE."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

@@ -14,8 +14,8 @@ import inspect
 
 import torch
 
-from kernels._providers import liger_attr, liger_label, version_label
-from kernels._tensors import Draws
+from kernels.providers import liger_attr, liger_label, version_label
+from kernels.tensors import Draws
 from kernels.engines.rotary import RotaryAdapter, rotate_half
 
 ROPE_THETA = 1000000.0

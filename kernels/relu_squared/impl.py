@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._providers import liger_attr, liger_label
+from kernels.providers import liger_attr, liger_label
 from kernels.engines.rowwise import RowwiseAdapter
 
 

@@ -1,6 +1,6 @@
 """RMSNorm over the last dimension, with a learned scale."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec(
     "rms_norm",

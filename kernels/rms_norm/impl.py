@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels._providers import version_label
-from kernels._tensors import leaf_copies, module_pass
+from kernels.providers import version_label
+from kernels.tensors import leaf_copies, module_pass
 from kernels.engines.norm import rms_norm
 from kernels.engines.norm.rerun import NormAdapter, workload_eps
 

@@ -1,6 +1,6 @@
 """Rotary position embedding (Llama style, cos/sin tables) applied to q and k."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 
 def _tensors(p):

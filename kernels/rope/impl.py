@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._tensors import Draws
+from kernels.tensors import Draws
 from kernels.engines.rotary import RotaryAdapter, rotate_half
 from kernels.rope.ops import rope
 

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton import CachedLaunch
+from kernels.launch import CachedLaunch
 
 # A program rotates up to MAX_POSITIONS positions of every q and k head, so each position's cos/sin is
 # loaded once for all heads; as many positions as keep its q tile within TILE_ELEMENTS, and 8 warps

@@ -1,5 +1,5 @@
 """Softmax over the last dimension of an M x N matrix."""
 
-from kernels._spec import spec
+from kernels.spec import spec
 
 SPEC = spec("softmax", "Softmax", tensors=lambda p: {"x": [p["rows"], p["cols"]]})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._providers import liger_attr, liger_label
+from kernels.providers import liger_attr, liger_label
 from kernels.engines.rowwise import RowwiseAdapter
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built, Unavailable
-from kernels._providers import liger_label
+from kernels.adapter import Built, Unavailable
+from kernels.providers import liger_label
 from kernels.engines.multi_token_attention import MASK_VALUE, MultiTokenAttentionAdapter, causal_mask, conv_config
 
 # Where upstream's PyTorch module takes a sorted score for one that was masked.

@@ -1,7 +1,7 @@
 """Sparsemax: the Euclidean projection of each row onto the probability simplex."""
 
-from kernels._shapes import tokens
-from kernels._spec import spec
+from kernels.shapes import tokens
+from kernels.spec import spec
 
 SPEC = spec(
     "sparsemax",

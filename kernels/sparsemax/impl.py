@@ -15,8 +15,8 @@ import math
 
 import torch
 
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import numel, per_mode
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import numel, per_mode
 from kernels.engines.rowwise import RowwiseAdapter
 
 DEFAULT_DIM = -1

@@ -1,6 +1,6 @@
 """Total variation distance between two distributions over the vocabulary."""
 
-from kernels._shapes import two_distributions
-from kernels._spec import spec
+from kernels.shapes import two_distributions
+from kernels.spec import spec
 
 SPEC = spec("tvd", "Total variation distance", tensors=two_distributions)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built
-from kernels._tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
+from kernels.adapter import Built
+from kernels.tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies, per_mode
 from kernels.engines.lm_head import (
     LMHeadAdapter,
     chunked_label,

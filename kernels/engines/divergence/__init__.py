@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf, per_mode
 
 DEFAULT_REDUCTION = "batchmean"
 REDUCTIONS = ("batchmean", "sum", "mean", "none")

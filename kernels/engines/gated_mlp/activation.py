@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._triton import CachedLaunch
+from kernels.launch import CachedLaunch
 from kernels.engines.gated_mlp.settings import GLU_TILES
 
 ACT_GELU_TANH = 0

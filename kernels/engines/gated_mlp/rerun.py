@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Adapter, Built, Unavailable
-from kernels._providers import liger_attr, liger_label, version_label
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, leaf_copies, numel
+from kernels.adapter import Adapter, Built, Unavailable
+from kernels.providers import liger_attr, liger_label, version_label
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf, leaf_copies, numel
 from kernels.engines.gated_mlp.activation import ACT_GELU_TANH
 from kernels.engines.gated_mlp.function import blas_label, gated_mlp
 

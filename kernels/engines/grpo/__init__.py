@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Built
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies
+from kernels.adapter import Built
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies
 from kernels.engines.lm_head import LMHeadAdapter, chunked_label, compiled_on, liger_chunked_loss, linear_weight
 
 LEVELS = ("token", "sequence")

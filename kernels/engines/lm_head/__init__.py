@@ -12,10 +12,10 @@ import math
 
 import torch
 
-from kernels._adapter import Adapter, Unavailable
-from kernels._providers import liger_label
-from kernels._spec import DTYPE_BYTES
-from kernels._tensors import RERUN_BYTES, per_mode
+from kernels.adapter import Adapter, Unavailable
+from kernels.providers import liger_label
+from kernels.spec import DTYPE_BYTES
+from kernels.tensors import RERUN_BYTES, per_mode
 
 
 

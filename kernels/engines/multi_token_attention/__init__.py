@@ -17,9 +17,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 # The masked-out value upstream's PyTorch modules and Liger's kernels write before the activation.
 MASK_VALUE = -1e9

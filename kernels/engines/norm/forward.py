@@ -9,7 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels._triton import CachedLaunch
+from kernels.launch import CachedLaunch
 from kernels.engines.norm.rows import load_row, store_row
 
 

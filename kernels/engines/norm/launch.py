@@ -10,7 +10,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels._triton import cuda_properties, sm_count
+from kernels.launch import cuda_properties, sm_count
 from kernels.engines.norm import backward, forward, partials
 from kernels.engines.norm.settings import (
     BackwardSetting,

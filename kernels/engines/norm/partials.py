@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels._triton import CachedLaunch
+from kernels.launch import CachedLaunch
 
 # The separate launch sums tiles of SUM_GROUPS groups x SUM_COLS columns, with SUM_WARPS warps.
 SUM_GROUPS = 64

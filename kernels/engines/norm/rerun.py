@@ -7,9 +7,9 @@ from collections.abc import Mapping
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, module_pass, numel, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, module_pass, numel, per_mode
 from kernels.engines.norm.function import DEFAULT_EPS
 
 

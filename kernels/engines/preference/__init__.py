@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._adapter import Built
-from kernels._tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies
+from kernels.adapter import Built
+from kernels.tensors import RERUN_DTYPES, generator, input_shapes, leaf_copies
 from kernels.engines.lm_head import LMHeadAdapter, chunked_label, compiled_on, liger_chunked_loss, linear_weight
 from kernels.engines.preference.hf import preference_loss
 

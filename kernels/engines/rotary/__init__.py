@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._providers import liger_attr, liger_label, transformers_or
-from kernels._tensors import RERUN_BYTES, input_shapes, leaf_copies, numel, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.providers import liger_attr, liger_label, transformers_or
+from kernels.tensors import RERUN_BYTES, input_shapes, leaf_copies, numel, per_mode
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels._adapter import Adapter, Built
-from kernels._tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
+from kernels.adapter import Adapter, Built
+from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf, numel, per_mode
 
 
 class RowwiseAdapter(Adapter):

@@ -28,9 +28,9 @@ from types import SimpleNamespace
 
 import torch
 
-from kernels._adapter import Built
-from kernels._providers import liger_attr, liger_label, version_label
-from kernels._tensors import leaf
+from kernels.adapter import Built
+from kernels.providers import liger_attr, liger_label, version_label
+from kernels.tensors import leaf
 from kernels.engines.gated_mlp.rerun import GatedMLPAdapter, loaded, module_leaves, projections, torch_activation
 
 

@@ -1,0 +1,14 @@
+"""The asset keys of the warehouse publication, named once for the assets, their checks and their metadata."""
+
+import dagster as dg
+
+RUN_OBSERVATIONS = dg.AssetKey("run_observations")
+CONTROLLED_EVIDENCE = dg.AssetKey("controlled_evidence")
+RUNS = dg.AssetKey("runs")
+RUN_MANIFESTS = dg.AssetKey("run_manifests")
+COMPARISON_RANKS = dg.AssetKey("comparison_ranks")
+LISTING_RANKS = dg.AssetKey("listing_ranks")
+CLAIM_CHECKS = dg.AssetKey("claim_checks")
+VERSION_CHECKS = dg.AssetKey("version_checks")
+VERDICT_REPLICATION = dg.AssetKey("verdict_replication")
+ATTESTATIONS = dg.AssetKey("attestations")

@@ -1,0 +1,229 @@
+"""The site's way in: the index page (every comparison group by kernel, with filters and a search box that
+run in the page, offline too), the machine-readable run index split per kernel, and the search shards the
+box loads.
+
+Layout (under the export's directory):
+    index.json                  the run index's table of contents: each kernel, its runs, its file
+    index/<kernel>.json         one entry per run of the kernel: ids, title, group, digest, manifest file
+    search/ids/<xx>.js          run ids, run digests and published identifiers whose hex digits begin xx,
+                                each with the run it leads to
+    search/kernels/<kernel>.js  the kernel's external ids, each with its run
+
+The search shards are scripts, not JSON, so that a page opened from file:// can load them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from kernelindex_pipeline.site.display import quantity
+from kernelindex_pipeline.site.frame import escape as _e, page
+from kernelindex_pipeline.site.glossary import GLOSSARY_PAGE, term_link
+from kernelindex_pipeline.site.pages import kernel_slug
+from kernelindex_pipeline.core.identity import API_VERSION
+
+INDEX_SQL = """
+SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider, r.metric, r.gpu, r.form_factor,
+    r.workload_slug, r.observed_at, r.evidence_level, r.status, r.comparison_key, k.rank, k.group_size,
+    r.withdrawn_upstream, m.run_digest
+FROM runs r JOIN run_manifests m USING (run_id) LEFT JOIN ranks k USING (run_id)
+ORDER BY r.kernel, r.run_id
+"""
+
+# Every key the search box takes that is made of hex digits, with the run it leads to: run ids, run digests,
+# and the published identifiers that lead to a run (published_identifiers, where the warehouse has it).
+SEARCH_IDS_SQL = """
+SELECT run_id AS key, run_id FROM runs
+UNION ALL SELECT run_digest, run_id FROM run_manifests
+{published}
+ORDER BY key
+"""
+PUBLISHED_SEARCH_SQL = "UNION ALL SELECT identifier, run_id FROM published_identifiers WHERE run_id IS NOT NULL"
+FETCH_ROWS = 10_000
+
+
+def kernel_file(kernel: str) -> str:
+    return kernel_slug(kernel).lower()
+
+
+def run_index_files(con) -> dict[str, str]:
+    """index.json (a kernel per entry) and index/<kernel>.json (a run per line, by run id), by path."""
+    cursor = con.execute(INDEX_SQL)
+    names = [d[0] for d in cursor.description]
+    lines: dict[str, list[str]] = defaultdict(list)
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for row in rows:
+            entry = dict(zip(names, row))
+            entry["observed_at"] = entry["observed_at"].isoformat()
+            entry["manifest"] = f"runs/{entry['run_id']}.json"
+            lines[entry["kernel"]].append(json.dumps(entry, ensure_ascii=False))
+    files = {f"index/{kernel_file(kernel)}.json": (
+        f'{{"apiVersion": "{API_VERSION}", "kind": "RunIndex", "kernel": {json.dumps(kernel)}, "runs": [\n'
+        + ",\n".join(entries) + "\n]}\n") for kernel, entries in lines.items()}
+    contents = [{"kernel": kernel, "runs": len(entries), "file": f"index/{kernel_file(kernel)}.json"}
+                for kernel, entries in sorted(lines.items())]
+    files["index.json"] = json.dumps({"apiVersion": API_VERSION, "kind": "RunIndexContents",
+                                      "runs": sum(c["runs"] for c in contents), "kernels": contents},
+                                     ensure_ascii=False, indent=1) + "\n"
+    return files
+
+
+def search_files(con, with_published: bool) -> dict[str, str]:
+    """The search box's shards, by path: hex keys by their first two hex digits, external ids by kernel."""
+    shards: dict[str, list] = defaultdict(list)
+    cursor = con.execute(SEARCH_IDS_SQL.format(published=PUBLISHED_SEARCH_SQL if with_published else ""))
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for key, run_id in rows:
+            shards[key.removeprefix("sha256:")[:2]].append([key, run_id])
+    files = {f"search/ids/{shard}.js": f"kiSearch.ids({json.dumps(shard)}, {json.dumps(pairs)});\n"
+             for shard, pairs in shards.items()}
+    by_kernel: dict[str, list] = defaultdict(list)
+    cursor = con.execute("SELECT kernel, external_id, run_id FROM runs ORDER BY kernel, external_id")
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for kernel, external_id, run_id in rows:
+            by_kernel[kernel_file(kernel)].append([external_id, run_id])
+    files.update({f"search/kernels/{name}.js": f"kiSearch.kernel({json.dumps(name)}, {json.dumps(pairs, ensure_ascii=False)});\n"
+                  for name, pairs in by_kernel.items()})
+    return files
+
+
+def index_page(groups: list[tuple[str, dict, int]], providers: dict[str, list[str]],
+               counts: dict[str, dict[tuple[str, str], int]]) -> str:
+    """Every comparison group with ranked runs, by kernel: its card, protocol and #1, with the search box and
+    the filters (kernel, GPU, protocol, provider), whose state the URL keeps."""
+    by_kernel: dict[str, list] = defaultdict(list)
+    for slug, leader, size in groups:
+        by_kernel[leader["kernel"]].append((slug, leader, size))
+    parts = ["<h1>KernelIndex</h1><p>Comparison groups of the Liger-Kernel benchmark runs, with the current #1. "
+             f"Verdicts, protocols and statuses: <a href=\"{GLOSSARY_PAGE}\">glossary</a>. Every run, machine-readable: "
+             "<a id=\"run-index\" href=\"index.json\">index.json</a> (a file per kernel).</p>", INDEX_FORMS]
+    for kernel in sorted(by_kernel):
+        rows = "".join(
+            f"<tr data-kernel=\"{_e(kernel)}\" data-gpu=\"{_e(l['card'])}\" data-protocol=\"{_e(l['protocol'])}\" "
+            f"data-providers=\"{_e(' '.join(providers.get(slug, [])))}\">"
+            f"<td><a href=\"groups/{slug}.html\">{_e(l['operation_mode'])} · {_e(l['metric'])}</a></td>"
+            f"<td>{_e(l['workload_slug'])}</td><td>{_e(l['card'])}</td><td>{term_link(l['protocol'], 0)}</td>"
+            f"<td>{_e(l['implementation'])}</td><td>{quantity(l['median_value'], l['unit'])}</td><td>{size}</td></tr>"
+            for slug, l, size in sorted(by_kernel[kernel], key=lambda g: (
+                g[1]["operation_mode"], g[1]["metric"], g[1]["workload_slug"], g[1]["card"], g[1]["protocol"])))
+        verdicts = counts.get(kernel, {})
+        summary = " · ".join(f"{n} {term_link(v, 0)}" for v in ("held", "reversed", "indistinguishable")
+                             if (n := sum(c for (_, verdict), c in verdicts.items() if verdict == v)))
+        parts.append(
+            f"<section class=\"kernel\"><h2 id=\"{_e(kernel)}\"><a href=\"kernels/{_e(kernel_slug(kernel))}.html\">"
+            f"{_e(kernel)}</a></h2><p class=\"muted\">{summary + ' claims · ' if summary else ''}"
+            f"<a href=\"index/{_e(kernel_file(kernel))}.json\">runs as JSON</a></p><table class=\"groups\"><thead><tr>"
+            "<th>group</th><th>workload</th><th>GPU</th><th>protocol</th><th>#1</th><th>median</th><th>runs</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table></section>")
+    parts.append(INDEX_SCRIPT)
+    return page("KernelIndex · comparison groups", "\n".join(parts), 0)
+
+
+INDEX_FORMS = (
+    "<form id=\"search\" role=\"search\"><label for=\"q\">Find a run</label> <input id=\"q\" name=\"q\" type=\"search\" "
+    "size=\"34\" placeholder=\"run id, external id or published identifier\" autocomplete=\"off\"> "
+    "<button>Find</button><ul id=\"search-results\"></ul></form>"
+    "<form id=\"filters\">"
+    + "".join(f"<label>{label} <input id=\"f-{name}\" name=\"{name}\" list=\"l-{name}\" size=\"14\" placeholder=\"all\">"
+              f"<datalist id=\"l-{name}\"></datalist></label> "
+              for name, label in (("kernel", "kernel"), ("gpu", "GPU"), ("protocol", "protocol"), ("provider", "provider")))
+    + "<span id=\"f-count\" class=\"muted\"></span><span id=\"f-none\" class=\"warning\"></span></form>")
+
+# Filters: a value matches the options equal to it, ignoring case, or failing that the options containing it
+# ("h200" is both H200 cards); a value matching nothing says so and shows no group. The filters and the
+# search are kept in the URL's query (?kernel=...&gpu=...&q=...), so a filtered index or a search can be
+# linked. The search loads the shard that can hold the answer (search/ids/<xx>.js for hex identifiers,
+# search/kernels/<kernel>.js for external ids, which begin with their kernel).
+INDEX_SCRIPT = """<script>
+const rows = [...document.querySelectorAll('tr[data-kernel]')];
+const filters = {kernel: r => [r.dataset.kernel], gpu: r => [r.dataset.gpu], protocol: r => [r.dataset.protocol],
+                 provider: r => r.dataset.providers.split(' ')};
+const options = {};
+const params = new URLSearchParams(location.search);
+for (const [name, values] of Object.entries(filters)) {
+  options[name] = [...new Set(rows.flatMap(values))].filter(Boolean).sort();
+  const list = document.getElementById('l-' + name);
+  for (const v of options[name]) list.append(new Option(v, v));
+  const input = document.getElementById('f-' + name);
+  input.value = params.get(name) || '';
+  input.addEventListener('input', apply);
+}
+function chosen(name) {
+  const want = document.getElementById('f-' + name).value.trim().toLowerCase();
+  if (!want) return null;
+  const exact = options[name].filter(v => v.toLowerCase() === want);
+  return new Set(exact.length ? exact : options[name].filter(v => v.toLowerCase().includes(want)));
+}
+function keepInUrl() {
+  const query = new URLSearchParams();
+  for (const name of [...Object.keys(filters), 'q']) {
+    const value = document.getElementById(name === 'q' ? 'q' : 'f-' + name).value.trim();
+    if (value) query.set(name, value);
+  }
+  const search = query.toString();
+  history.replaceState(null, '', search ? '?' + search : location.pathname);
+}
+function apply() {
+  const sets = Object.fromEntries(Object.keys(filters).map(name => [name, chosen(name)]));
+  const none = Object.entries(sets).filter(([, set]) => set && !set.size).map(([name]) =>
+    'no ' + name + ' matches \\u201c' + document.getElementById('f-' + name).value.trim() + '\\u201d');
+  let shown = 0;
+  for (const r of rows) {
+    const keep = Object.entries(filters).every(([name, values]) => !sets[name] || values(r).some(v => sets[name].has(v)));
+    r.hidden = !keep; shown += keep;
+  }
+  for (const s of document.querySelectorAll('section.kernel')) s.hidden = !s.querySelector('tr[data-kernel]:not([hidden])');
+  document.getElementById('f-count').textContent = shown + ' of ' + rows.length + ' groups';
+  document.getElementById('f-none').textContent = none.length ? ' · ' + none.join('; ') : '';
+  keepInUrl();
+}
+const shards = {ids: {}, kernels: {}};
+window.kiSearch = {ids: (name, pairs) => { shards.ids[name] = pairs; }, kernel: (name, pairs) => { shards.kernels[name] = pairs; }};
+function load(kind, name) {
+  if (name in shards[kind]) return Promise.resolve(shards[kind][name]);
+  return new Promise(done => {
+    const script = document.createElement('script');
+    script.src = 'search/' + kind + '/' + encodeURIComponent(name) + '.js';
+    script.onload = () => done(shards[kind][name] || []);
+    script.onerror = () => { shards[kind][name] = []; done([]); };
+    document.head.append(script);
+  });
+}
+async function find(text) {
+  const query = text.trim().replace(/(\\u2026|\\.\\.\\.)$/, '');
+  const out = document.getElementById('search-results');
+  out.replaceChildren();
+  keepInUrl();
+  if (!query) return;
+  const lower = query.toLowerCase();
+  let found = [];
+  const hex = lower.match(/^(sha256:)?([0-9a-f]{2,})$/);
+  if (hex) {
+    const pairs = await load('ids', hex[2].slice(0, 2));
+    found = pairs.filter(([key]) => key.startsWith(lower) || (key.startsWith('sha256:') && lower.startsWith(key)));
+  }
+  if (!found.length && query.includes('/')) {
+    const kernel = lower.split('/')[0].replace(/[^a-z0-9_.-]/g, '_').replace(/^\\.+/, '') || '_';
+    const pairs = await load('kernels', kernel);
+    found = pairs.filter(([key]) => key.toLowerCase().startsWith(lower));
+  }
+  for (const [key, run] of found.slice(0, 20)) {
+    const item = document.createElement('li');
+    const link = document.createElement('a');
+    link.href = 'runs/' + run + '.html';
+    link.textContent = key;
+    item.append(link, ' \\u2192 run ' + run.slice(0, 8));
+    out.append(item);
+  }
+  const note = document.createElement('li');
+  note.className = 'muted';
+  note.textContent = !found.length ? 'No run matches \\u201c' + query + '\\u201d.' :
+    found.length > 20 ? (found.length - 20) + ' more; type more of it.' : '';
+  if (note.textContent) out.append(note);
+}
+document.getElementById('q').value = params.get('q') || '';
+document.getElementById('search').addEventListener('submit', event => { event.preventDefault(); find(document.getElementById('q').value); });
+apply();
+if (params.get('q')) find(params.get('q'));
+</script>"""

@@ -1,0 +1,337 @@
+"""Claim checks: every source claim, re-checked by KernelIndex's reruns under both protocols, with a verdict.
+
+A *source claim* is an ordered pair (a, b) of implementations in a current source comparison group
+(`ranks` of source-native runs): a ranks ahead of b, so the source says a's median is lower (a parity
+claim when they tie). For each claim and each rerun protocol, the rerun evidence of the same kernel,
+pass, metric and workload is looked up on KernelIndex's GPU: the newest rerun batch (one evidence file)
+that measured both a and b side by side. Verdicts compare orders and ratios, never absolute times across
+GPUs; their statistics are in `rule.py`, the query that finds each claim's sessions in `candidates.sql`. A claim with no usable rerun says why (`not re-checked`).
+Claims are checked for the source groups in `scope_groups` (see runs/ranking.py).
+
+Long because the steps that turn a claim's sessions into verdicts (why a claim has none, pooling its sessions,
+widening a single one, the checks at the source's own release) read the rows of one query and belong together.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pyarrow as pa
+
+from kernelindex_pipeline.core import catalog, reasons
+from kernelindex_pipeline.verdicts import rule
+from kernelindex_pipeline.gpu.protocol import REPLICA_REPETITION_MS, TIMED_MODES
+from kernelindex_pipeline.runs.published import SEED_RECORDS
+from kernelindex_pipeline.warehouse.views import OTHER_DTYPE_RERUNS_SQL, SESSION_SPREAD_SQL
+from kernelindex_pipeline.warehouse.sql import registered, load_sql, records
+
+PROTOCOLS = catalog.PROTOCOLS
+DEVICE_TIME, REPLICA = PROTOCOLS
+
+SESSION_INTERVAL = pa.struct([
+    ("session", pa.string()), ("evidence_file", pa.string()), ("rerun_a_run_id", pa.string()),
+    ("rerun_b_run_id", pa.string()), ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()),
+    ("ci_high", pa.float64()), ("n_a", pa.int64()), ("n_b", pa.int64()), ("spread_a", pa.float64()),
+    ("spread_b", pa.float64()), ("verdict", pa.string()), ("reason_code", pa.string()),
+])
+
+CLAIM_CHECKS_SCHEMA = pa.schema([
+    ("comparison_key", pa.string()), ("kernel", pa.string()), ("operation_mode", pa.string()),
+    ("metric", pa.string()), ("workload_slug", pa.string()), ("source_gpu", pa.string()),
+    ("a_implementation", pa.string()), ("a_provider", pa.string()), ("a_run_id", pa.string()),
+    ("b_implementation", pa.string()), ("b_provider", pa.string()), ("b_run_id", pa.string()),
+    ("source_a_median", pa.int64()), ("source_b_median", pa.int64()), ("source_ratio", pa.float64()),
+    ("source_order", pa.string()), ("protocol", pa.string()), ("rerun_gpu", pa.string()),
+    ("evidence_file", pa.string()), ("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string()),
+    ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+    ("n_a", pa.int64()), ("n_b", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
+    ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()), ("spread_a", pa.float64()), ("spread_b", pa.float64()),
+    ("claim_type", pa.string()), ("reason_code", pa.string()), ("source_artifact", pa.string()),
+    ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)), ("between_session_sd", pa.float64()),
+    ("rerun_release", pa.string()),
+])
+
+# The intervals already computed for rerun pairs: an interval depends only on the reruns' samples, so a
+# publication that brings no new evidence (the only kind that reuses them) takes them as they are.
+KNOWN_INTERVALS_SQL = """
+SELECT DISTINCT ON (c.rerun_a_run_id, c.rerun_b_run_id) c.rerun_a_run_id, c.rerun_b_run_id, c.rerun_ratio,
+    c.ci_low, c.ci_high, c.n_a, c.n_b, c.spread_a, c.spread_b, c.sessions, c.session_intervals, c.between_session_sd
+FROM claim_checks c SEMI JOIN _pairs p USING (rerun_a_run_id, rerun_b_run_id)
+WHERE c.ci_low IS NOT NULL AND c.spread_a IS NOT NULL AND c.sessions IS NOT NULL AND c.metric = 'latency'
+"""
+
+
+REPLICA_BUDGET_NOTE = (f"; the source's do_bench budget of {REPLICA_REPETITION_MS} ms allows no more repetitions "
+                       "of a pass this long")
+LATENCY_ONLY = ("the source-replica protocol times latency only; peak memory is re-checked under "
+                "kernelindex-device-time")
+COMPILE_UNRECORDED = ("the rerun did not record what torch.compile compiled (graphs, frames that fell back to "
+                      "eager), so it may have timed eager PyTorch; a rerun that records it settles the claim")
+
+
+def _why_not(row: dict) -> tuple[str, str, bool] | None:
+    """Why a claim has no rerun pair to check: (reason, code, whether a rerun could settle it, i.e.
+    ``awaiting_rerun``); None when it has a pair. A provider recorded on the rerun as unavailable, too large
+    or failing is a settled answer; a missing rerun is not."""
+    if row["metric"] != "latency" and row["protocol"] == REPLICA:
+        return LATENCY_ONLY, reasons.LATENCY_ONLY, False
+    if row["operation_mode"] not in TIMED_MODES:
+        return (f"the rerun harness measures the {', '.join(TIMED_MODES)} passes, not {row['operation_mode']}",
+                reasons.UNSUPPORTED_MODE, False)
+    if not row["kernel_covered"]:
+        return f"no KernelIndex rerun of {row['kernel']} yet", reasons.NO_RERUN, True
+    if not row["workload_measured"]:
+        other = row["other_dtype"] or {}
+        if other.get("built"):
+            return (f"re-measured only with {other['built']} tensors, while the source's script builds "
+                    f"{other['script']} ones (its runs record no dtype): another workload; a rerun in "
+                    f"{other['script']} settles the claim", reasons.OTHER_DTYPE, True)
+        return "this workload has not been re-measured under this protocol yet", reasons.NO_RERUN, True
+    for side in ("a", "b"):
+        # A provider whose newest rerun says it cannot run or fails settles the claim on its own: no batch
+        # that also measured the other side is needed to say so.
+        status = row[f"{side}_latest_status"]
+        if status not in (None, "passed") and (row["observed_at"] is None
+                                               or row[f"{side}_latest_at"] > row["observed_at"]):
+            reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
+            code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
+            return f"{row[f'{side}_provider']} {status} on the rerun{reason}", code, code in reasons.AWAITING
+    if row["evidence_file"] is None:
+        measured = set(row["measured_providers"] or [])
+        missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
+        return ((f"{' and '.join(missing)} not re-measured for this workload" if missing
+                 else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch"),
+                reasons.NO_RERUN, True)
+    for side in ("a", "b"):
+        if row[f"{side}_status"] != "passed":
+            reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
+            code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
+            return (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", code,
+                    code in reasons.AWAITING)
+    if row["pooled_compile_unrecorded"]:
+        return COMPILE_UNRECORDED, reasons.UNVERIFIED_PROVIDER, True
+    return None
+
+
+def _deterministic_interval(row: dict) -> rule.RatioInterval:
+    """Peak memory is an exact count of allocated bytes: one measurement, an interval of zero width."""
+    ratio = row["rerun_b_median"] / row["rerun_a_median"]
+    return rule.RatioInterval(ratio, ratio, ratio, 1, 1, "deterministic (peak memory, bytes)",
+                                  deterministic=True)
+
+
+def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[tuple[str, str], tuple]:
+    """The stored intervals of the rerun pairs in `rows`, by (rerun a, rerun b): (pooled interval, the
+    between-session spread it was widened by, each session's interval where several were pooled)."""
+    pairs = {(r["rerun_a_run_id"], r["rerun_b_run_id"]) for r in rows if r["rerun_a_run_id"]}
+    with registered(con, _pairs=pa.table({"rerun_a_run_id": [a for a, _ in pairs], "rerun_b_run_id": [b for _, b in pairs]},
+                                          schema=pa.schema([("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string())]))):
+        known = {}
+        for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b, sessions, per_session, between in con.execute(
+                KNOWN_INTERVALS_SQL).fetchall():
+            pooled = rule.RatioInterval(ratio, low, high, n_a, n_b, rule.bootstrap_method(), spread_a, spread_b,
+                                            sessions=sessions)
+            known[(a, b)] = pooled, between, [
+                (s, rule.RatioInterval(s["rerun_ratio"], s["ci_low"], s["ci_high"], s["n_a"], s["n_b"],
+                                           rule.bootstrap_method(), s["spread_a"], s["spread_b"]))
+                for s in per_session or []]
+    return known
+
+
+def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -> pa.Table:
+    """The `claim_checks` table: one row per source claim and rerun protocol, re-checked by the reruns of
+    the newest Liger-Kernel release they used. `reuse_intervals` takes the bootstrap intervals of a rerun
+    pair from the stored rows where there are some (not when the evidence changed)."""
+    out = _checked_claims(con, "current_release.release", "true", reuse_intervals)
+    by_claim: dict[tuple, dict[str, str]] = {}
+    for row in out:
+        by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
+    for row in out:
+        both = by_claim[(row["comparison_key"], row["a_run_id"], row["b_run_id"])]
+        row["host_bound"] = rule.host_bound(both.get(DEVICE_TIME, rule.NOT_RECHECKED),
+                                                both.get(REPLICA, rule.NOT_RECHECKED))
+    return pa.Table.from_pylist(out, schema=CLAIM_CHECKS_SCHEMA)  # the schema's fields; a missing one is null
+
+
+VERSION_CHECKS_SCHEMA = pa.schema([
+    ("comparison_key", pa.string()), ("kernel", pa.string()), ("operation_mode", pa.string()), ("metric", pa.string()),
+    ("workload_slug", pa.string()), ("a_provider", pa.string()), ("a_run_id", pa.string()), ("b_provider", pa.string()),
+    ("b_run_id", pa.string()), ("protocol", pa.string()), ("source_liger_version", pa.string()),
+    ("rerun_liger_version", pa.string()), ("verdict_at_source_version", pa.string()),
+    ("verdict_at_rerun_version", pa.string()), ("version_effect", pa.string()), ("reason", pa.string()),
+    ("evidence_file", pa.string()), ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+])
+# The claims re-checked at the source's own release too: every one reversed under either protocol, and the
+# claims of the seed records' runs.
+VERSION_CLAIMS_SQL = """
+SELECT DISTINCT c.comparison_key, c.a_run_id, c.b_run_id FROM cc_current c
+WHERE c.verdict = 'reversed' OR EXISTS (SELECT 1 FROM runs r WHERE r.run_id IN (c.a_run_id, c.b_run_id)
+                                        AND list_contains(?, r.external_id))
+"""
+
+
+def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Table:
+    """The `version_checks` table: each claim of `VERSION_CLAIMS_SQL` (from `current`, the claim checks just
+    computed) re-checked by reruns of the Liger-Kernel release the source measured, beside its verdict at the
+    reruns' current release. `version_effect`: `none` where both give the same verdict, `liger_changed`
+    where they differ, `not_run` (with the reason) where the source's release has no usable rerun."""
+    with registered(con, cc_current=current):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [[seed.external_id for seed in SEED_RECORDS]])
+        at_source = _checked_claims(con, "cl.source_liger_version",
+                                    "(cl.comparison_key, cl.a_run_id, cl.b_run_id) IN (SELECT * FROM _version_claims)",
+                                    reuse_intervals=False)
+        now = {(r["comparison_key"], r["a_run_id"], r["b_run_id"], r["protocol"]): r for r in current.to_pylist()}
+        con.execute("DROP TABLE _version_claims")
+    out = []
+    for row in at_source:
+        latest = now[(row["comparison_key"], row["a_run_id"], row["b_run_id"], row["protocol"])]
+        if row["source_liger_version"] is None:
+            effect, reason = "not_run", "the source names no Liger-Kernel release"
+        elif row["verdict"] == rule.NOT_RECHECKED:
+            effect, reason = "not_run", f"at liger-kernel {row['source_liger_version']}: {row['reason']}"
+        else:
+            effect = "none" if row["verdict"] == latest["verdict"] else "liger_changed"
+            reason = row["reason"]
+        out.append({**{f.name: row.get(f.name) for f in VERSION_CHECKS_SCHEMA},
+                    "rerun_liger_version": latest.get("rerun_release"), "verdict_at_source_version": row["verdict"],
+                    "verdict_at_rerun_version": latest["verdict"], "version_effect": effect, "reason": reason})
+    return pa.Table.from_pylist(out, schema=VERSION_CHECKS_SCHEMA)
+
+
+def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str, reuse_intervals: bool) -> list[dict]:
+    """The claims `claim_filter` admits, each with its verdict or the reason it has none under each
+    protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
+    compiled = catalog.compiled_sql("c.kernel", "c.provider")
+    rows = records(con, load_sql(__file__, "candidates.sql").format(
+        protocols=catalog.PROTOCOLS_VALUES, compiled=compiled, release=release, other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
+        claim_filter=claim_filter, gpu_a=catalog.gpu_label_sql("a"), source_native=catalog.SOURCE_NATIVE))
+    known = _known_intervals(con, rows) if reuse_intervals else {}
+    artifacts = source_artifacts(con)
+    latency, out = [], []
+    for row in rows:
+        row["source_ratio"] = row["source_b_median"] / row["source_a_median"] if row["source_a_median"] else None
+        row["source_order"] = ("parity" if row["source_a_median"] == row["source_b_median"]
+                               else f"{row['a_provider']} < {row['b_provider']}")
+        row["claim_type"] = rule.claim_type(row["source_ratio"]) if row["source_ratio"] else None
+        row["source_artifact"] = "; ".join(sorted({artifacts[r] for r in (row["a_run_id"], row["b_run_id"])
+                                                   if r in artifacts})) or None
+        why = _why_not(row)
+        row["awaiting_rerun"] = False
+        if why is None and row["metric"] == "peak_memory" and row["rerun_a_median"]:
+            interval = _deterministic_interval(row)
+            decided = rule.verdict(row["source_ratio"], interval)
+            row.update(rerun_ratio=interval.ratio, ci_low=interval.low, ci_high=interval.high, n_a=1, n_b=1,
+                       sessions=1, verdict=decided.verdict, reason=decided.reason, reason_code=decided.code)
+        elif why is None and not (row["a_sample_count"] and row["b_sample_count"]):
+            why = "the rerun evidence keeps no per-repetition samples", reasons.NO_SAMPLES, True
+        if why is not None:
+            row.update(rerun_ratio=None, ci_low=None, ci_high=None, n_a=None, n_b=None, sessions=None,
+                       verdict=rule.NOT_RECHECKED, reason=why[0], reason_code=why[1], awaiting_rerun=why[2])
+        elif "verdict" not in row:
+            latency.append(row)
+        out.append(row)
+    _check_latency(con, latency, known)
+    for row in out:
+        # A rerun can settle only a workload whose input shapes its parameters give.
+        row["awaiting_rerun"] = row["awaiting_rerun"] and row["shapes_known"]
+    return out
+
+
+def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict) -> None:
+    """Interval and verdict of each latency claim with a rerun pair, pooling its sessions; where it pooled
+    several, each session's own interval and verdict too (`session_intervals`); where it has one, the
+    interval widened by the spread between sessions of its kernel and protocol (`session_spread`)."""
+    fresh = [row for row in rows if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
+    spread = {(kernel, protocol): sd for kernel, protocol, sd in con.execute(
+        f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
+    samples = _samples_of(con, {run for r in fresh for side in ("session_a_run_ids", "session_b_run_ids")
+                                for run in r[side]})
+    jobs = []
+    for row in fresh:
+        paired = row["protocol"] == DEVICE_TIME  # device time interleaves a and b in the same rounds
+        a_ids, b_ids = row["session_a_run_ids"], row["session_b_run_ids"]
+        jobs.append({"source_ratio": row["source_ratio"], "paired": paired, "a_samples": [samples[r] for r in a_ids],
+                     "b_samples": [samples[r] for r in b_ids], "a_key": tuple(a_ids), "b_key": tuple(b_ids)})
+        if len(a_ids) > 1:
+            jobs += [{"source_ratio": row["source_ratio"], "paired": paired, "a_samples": [samples[a]],
+                      "b_samples": [samples[b]], "a_key": (a,), "b_key": (b,)} for a, b in zip(a_ids, b_ids)]
+    checked = iter(rule.check_claims(jobs))
+    for row in rows:
+        stored = known.get((row["rerun_a_run_id"], row["rerun_b_run_id"]))
+        if stored:
+            pooled, between = _checked(row, stored[0]), stored[1]
+            each = [dict(s, **{k: _checked(row, i)[k] for k in ("verdict", "reason_code")}) for s, i in stored[2]]
+        else:
+            pooled, between = next(checked), None
+            if pooled["sessions"] == 1 and pooled["ci_low"] is not None:
+                between = spread.get((row["kernel"], row["protocol"]), spread.get((None, row["protocol"])))
+                pooled = _checked(row, rule.widened(_interval_of(pooled), between or 0.0))
+            each = [dict(next(checked), session=session, evidence_file=file, rerun_a_run_id=a, rerun_b_run_id=b)
+                    for session, file, a, b in zip(row["session_keys"], row["session_files"], row["session_a_run_ids"],
+                                                   row["session_b_run_ids"])] if len(row["session_keys"]) > 1 else []
+        row.update({k: pooled[k] for k in ("rerun_ratio", "ci_low", "ci_high", "spread_a", "spread_b", "sessions",
+                                           "verdict", "reason", "reason_code")},
+                   n_a=pooled["n_a"], n_b=pooled["n_b"], between_session_sd=between,
+                   session_intervals=[{f.name: s.get(f.name) for f in SESSION_INTERVAL} for s in each] or None)
+        # A new session settles a claim without a decisive or steady interval, except that the replica's
+        # do_bench budget gives a long pass no more repetitions on any rerun.
+        budget_bound = row["protocol"] == REPLICA and row["reason_code"] == reasons.TOO_FEW_REPETITIONS
+        if budget_bound:
+            row["reason"] += REPLICA_BUDGET_NOTE
+        row["awaiting_rerun"] = (row["verdict"] == rule.NOT_RECHECKED and not budget_bound
+                                 and row["reason_code"] in reasons.AWAITING)
+
+
+def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, list[float]]:
+    """The per-repetition samples of controlled runs, by run id."""
+    with registered(con, _sampled=pa.table({"run_id": pa.array(sorted(run_ids), pa.string())})):
+        found = dict(con.execute("SELECT run_id, samples FROM controlled_runs SEMI JOIN _sampled USING (run_id)").fetchall())
+    return found
+
+
+def _interval_of(result: dict) -> rule.RatioInterval:
+    """The interval a check_claims result holds."""
+    return rule.RatioInterval(result["rerun_ratio"], result["ci_low"], result["ci_high"], result["n_a"],
+                                  result["n_b"], rule.bootstrap_method(), result["spread_a"], result["spread_b"],
+                                  sessions=result["sessions"])
+
+
+def _checked(row: dict, interval: rule.RatioInterval) -> dict:
+    """What rule.check_claims gives for `row`, from an interval already computed."""
+    decided = rule.verdict(row["source_ratio"], interval)
+    return {"rerun_ratio": interval.ratio, "ci_low": interval.low, "ci_high": interval.high, "n_a": interval.n_a,
+            "n_b": interval.n_b, "spread_a": interval.spread_a, "spread_b": interval.spread_b,
+            "sessions": interval.sessions, "verdict": decided.verdict, "reason": decided.reason,
+            "reason_code": decided.code}
+
+
+# A source artifact is judged over a whole sweep, so a new revision can flag or clear claims of groups it does
+# not touch: every claim that can carry one (a compiled provider's, one on a faulty source pass) takes its flag
+# afresh at each publication.
+REFLAG_SQL = """
+UPDATE claim_checks SET source_artifact = (
+    SELECT string_agg(DISTINCT sa.reason, '; ' ORDER BY sa.reason) FROM source_artifacts sa
+    WHERE sa.run_id IN (claim_checks.a_run_id, claim_checks.b_run_id))
+WHERE list_has_any([a_provider, b_provider], $compiled) OR list_contains($faulty_passes, [kernel, operation_mode])
+"""
+
+
+def reflag_source_artifacts(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(REFLAG_SQL, {"compiled": catalog.COMPILED_PROVIDER_NAMES,
+                             "faulty_passes": [list(k) for k in catalog.SOURCE_PASS_FAULTS]})
+
+
+def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """{source run id: why its series measured something other than its label}, for the runs in scope."""
+    return dict(con.execute("SELECT run_id, reason FROM source_artifacts WHERE run_id IN (SELECT run_id FROM ranks "
+                            "WHERE comparison_key IN (SELECT comparison_key FROM scope_groups))").fetchall())
+
+
+def claims_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict]:
+    """The claim checks a source run takes part in (as a or b), for `kernelindex show` and record pages."""
+    cursor = con.execute(
+        "SELECT * FROM claim_checks WHERE ? IN (a_run_id, b_run_id) ORDER BY protocol, a_provider, b_provider",
+        [run_id])
+    names = [d[0] for d in cursor.description]
+    return [json.loads(json.dumps(dict(zip(names, row)), default=str)) for row in cursor.fetchall()]
