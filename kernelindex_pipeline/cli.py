@@ -179,7 +179,8 @@ def show(run: str) -> tuple[str, list[str]]:
                      f"the record is run {run_id}")
     lines += [f"claim {claim_text(c)} ({claim_type(c)}; {c['source_gpu']}, source ratio {c['source_ratio']:.3f}"
               f"{', when listed ' + c['listed_at'][:10] if c.get('listed_at') else ''}) "
-              f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}: {c['reason']}"
+              f"under {c['protocol']}: {c['verdict']}{' (host-bound)' if c['host_bound'] else ''}"
+              f"{_rerun_card(c)}: {c['reason']}"
               for c in checks]
     return json.dumps({k: manifest[k] for k in ("run", "protocol", "environment")}, indent=2, ensure_ascii=False), lines
 
@@ -245,12 +246,20 @@ class _Lines:
         self.parts.append(text)
 
 
+def _rerun_card(check: dict) -> str:
+    """' on CARD (same card)': the card whose reruns decided a claim, and how near it is to the claim's own."""
+    if not check.get("rerun_gpu"):
+        return ""
+    match = f" ({check['card_match'].replace('_', ' ')})" if check.get("card_match") else ""
+    return f" on {check['rerun_gpu']}{match}"
+
+
 def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> list[str]:
     """One run of the GPU job per kernel family (its partition), within one device-time budget shared by
     all of them; each run publishes what it measured. Returns the Dagster run ids."""
     warnings.filterwarnings("ignore")
     import kernels
-    from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB
+    from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB, rerun_partition
     from kernelindex_pipeline.definitions import build_definitions
     from kernelindex_pipeline.gpu.device import cuda_available
 
@@ -260,6 +269,13 @@ def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> li
     unknown = [k for k in kernels if k not in known]
     if unknown:
         raise CliError(f"no rerun adapter for {', '.join(unknown)}; covered: {', '.join(known)}")
+    import torch
+
+    device = torch.cuda.get_device_name(0)
+    try:
+        rerun_partition(known[0], device)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     wh, job, run_ids = Warehouse(), build_definitions().resolve_job_def(RERUN_JOB), []
     deadline = time.monotonic() + device_minutes * 60
     for kernel in kernels or known:
@@ -267,7 +283,7 @@ def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> li
         if left <= 0:
             break
         result = job.execute_in_process(
-            instance=_dagster_instance(wh), raise_on_error=False, partition_key=kernel,
+            instance=_dagster_instance(wh), raise_on_error=False, partition_key=rerun_partition(kernel, device),
             run_config={**QUIET_LOGS, "ops": {"gpu_reruns": {"config": {
                 "device_minutes": left, "only_unchecked": only_unchecked}}}})
         if not result.success:

@@ -18,6 +18,7 @@ from shipped_warehouse import REPO, SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline import cli
 from kernelindex_pipeline.site.export import group_slug, record_page, run_records
+from kernelindex_pipeline.verdicts import rule
 from kernelindex_pipeline.warehouse.store import Warehouse
 
 GH_PAGES = REPO / "data" / "upstream" / "liger-kernel-gh-pages"
@@ -260,8 +261,6 @@ def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(
 
 
 def test_no_label_in_the_default_build_contradicts_its_own_interval(both_home):
-    from kernelindex_pipeline.verdicts import rule
-
     assert query(both_home, (REPO / "docs" / "verdict-consistency.sql").read_text()) == []
     rows = query(both_home, "SELECT source_ratio, verdict, ci_low, ci_high FROM claim_checks")
     assert sum(v != "not re-checked" for _, v, _, _ in rows) > 1000
@@ -277,7 +276,8 @@ def test_the_source_dyt_torch_compile_series_is_named_a_source_artifact(both_hom
     [(torch_compile_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
                                                  "WHERE kernel = 'dyt' AND 'torch_compile' IN (a_provider, b_provider)")
     dyt = [(a, b, reason) for k, a, b, reason in flagged if k == "dyt"]
-    assert dyt and {k for k, *_ in flagged} <= {"dyt", "megatron_cross_entropy"}
+    compiled = {k for k, _, _, reason in flagged if "torch.compile fell back" in reason}
+    assert dyt and compiled == {"dyt"}
     assert all("torch_compile" in (a, b) and reason.startswith("torch.compile fell back to eager in the source")
                for a, b, reason in dyt)
     [(flagged_claims,)] = query(both_home, "SELECT count(DISTINCT (a_run_id, b_run_id)) FROM claim_checks "
@@ -292,8 +292,8 @@ def test_the_source_megatron_cross_entropy_backward_rows_are_named_for_what_they
                             "WHERE kernel = 'megatron_cross_entropy' GROUP BY ALL")
     backward = {(protocol, why): n for mode, protocol, why, n in rows if mode == "backward"}
     assert {protocol for protocol, _ in backward} == {"kernelindex-device-time", "source-replica"}
-    assert all(why is not None and why.startswith("the source's backward rows of megatron_cross_entropy time "
-                                                  "forward and backward together") and ";" not in why
+    assert all(why is not None and why.startswith("pass_includes_forward: the script re-runs the forward in every "
+                                                  "backward repetition") and ";" not in why
                for _, why in backward)
     assert all(why is None for mode, _, why, _ in rows if mode != "backward")
 
@@ -307,12 +307,14 @@ def test_record_and_kernel_pages_name_the_source_artifact(both_home):
 
     with Warehouse(both_home).reader() as con:
         sections = kernel_verdict_sections(con)
-        (run_id,) = con.execute("SELECT run_id FROM source_artifacts WHERE gpu = 'NVIDIA H200' "
+        (run_id,) = con.execute("SELECT run_id FROM source_artifacts WHERE gpu = 'NVIDIA H200' AND kernel = 'dyt' "
                                 "AND operation_mode = 'forward' ORDER BY run_id LIMIT 1").fetchone()
+        flagged = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM source_artifacts").fetchall()}
     assert "source-artifact" in sections["dyt"] and "Source artifacts · forward" in sections["dyt"]
     assert "Source artifacts · backward" in sections["megatron_cross_entropy"]
-    assert not any("source-artifact" in html for kernel, html in sections.items()
-                   if kernel not in ("dyt", "megatron_cross_entropy"))
+    # the kernels whose source series the script table or the compiled twins flag, and no other
+    assert {kernel for kernel, html in sections.items() if "source-artifact" in html} == flagged
+    assert {"kto_loss", "jsd", "megatron_rms_norm"} <= flagged
     page = pages(both_home, run_id)[run_id]
     assert "Source artifact: torch.compile fell back to eager in the source: torch_compile timed within" in page
 
@@ -322,10 +324,14 @@ def export_group_of(home, run_id: str, directory) -> None:
     shard holding few groups besides it)."""
     from kernelindex_pipeline.site.export import _export_shard, _Shard
     from kernelindex_pipeline.site.pages import Site
+    from kernelindex_pipeline.site.statements import statement_positions
 
     wh, count = Warehouse(home), 4096
     [(index,)] = query(home, "SELECT hash(comparison_key) % ? FROM runs WHERE run_id = ?", [count, run_id])
-    _export_shard(_Shard(str(home), str(wh.db_path.resolve()), index, count, "html", str(directory), Site()))
+    with wh.reader() as con:
+        statements = statement_positions(con, ["claim_checks", "listing_claim_checks"])
+    _export_shard(_Shard(str(home), str(wh.db_path.resolve()), index, count, "html", str(directory), Site(),
+                         statements))
 
 
 def test_the_seed_page_and_show_answer_the_claim_it_made_when_listed(both_home, monkeypatch, capsys, tmp_path):
@@ -334,13 +340,16 @@ def test_the_seed_page_and_show_answer_the_claim_it_made_when_listed(both_home, 
     re-checked by the reruns of its workload under both protocols."""
     [(run_id, key)] = query(both_home, "SELECT run_id, comparison_key FROM runs WHERE external_id = ?", [SEED])
     assert query(both_home, "SELECT count(*) FROM claim_checks WHERE ? IN (a_run_id, b_run_id)", [run_id]) == [(0,)]
-    listed = query(both_home, "SELECT protocol, source_order, verdict, rerun_ratio, listed_at::DATE::VARCHAR "
+    listed = query(both_home, "SELECT protocol, source_order, verdict, rerun_ratio, listed_at::DATE::VARCHAR, "
+                              "rerun_gpu, card_match, ci_low, ci_high, source_ratio "
                               "FROM listing_claim_checks WHERE b_run_id = ? ORDER BY protocol", [run_id])
-    assert [(p, o, d) for p, o, _, _, d in listed] == [
+    assert [(p, o, d) for p, o, _, _, d, *_ in listed] == [
         ("kernelindex-device-time", "huggingface < liger", "2025-08-09"),
         ("source-replica", "huggingface < liger", "2025-08-09")]
+    # re-checked on its own card, an H100 80GB HBM3, with a verdict its interval gives
     device = listed[0]
-    assert device[2] == "indistinguishable" and 0.97 < device[3] < 1.0  # README: device time 0.985
+    assert device[5:7] == ("NVIDIA H100 80GB HBM3 SXM", "same_card")
+    assert rule.consistent(device[9], device[2], device[7], device[8])
     monkeypatch.setenv("KERNELINDEX_HOME", str(both_home))
     assert cli.main(["show", SEED]) == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "when listed 2025-08-09" in line]
@@ -348,8 +357,8 @@ def test_the_seed_page_and_show_answer_the_claim_it_made_when_listed(both_home, 
     export_group_of(both_home, run_id, tmp_path)
     text = text_of((tmp_path / "runs" / f"{run_id}.html").read_text())
     assert "a claim this run made when it was published" in text
-    for protocol, _, verdict, ratio, _ in listed:
-        assert f"{protocol} NVIDIA H200 SXM {ratio:.3f}" in text and verdict in text
+    for protocol, _, verdict, ratio, _, gpu, match, *_ in listed:
+        assert f"{protocol} {gpu} {match.replace('_', ' ')} {ratio:.3f}" in text and verdict in text
     group = text_of((tmp_path / "groups" / f"{group_slug(key)}.html").read_text())
     assert "Verdict history" in group and "since" in group
 
@@ -392,7 +401,12 @@ def statements(both_home, tmp_path_factory):
     return site, site / "statements", SSlibKey.from_crypto(key.public_key()), again.getvalue()
 
 
-def test_intoto_export_writes_one_signed_statement_per_decided_claim_and_protocol(both_home, statements):
+def bundle_line(folder, entry) -> bytes:
+    """The line an index entry names: its statement's DSSE envelope in its kernel's bundle."""
+    return (folder / entry["bundle"]).read_bytes().split(b"\n")[entry["line"] - 1]
+
+
+def test_intoto_export_bundles_one_signed_statement_per_decided_claim_and_protocol(both_home, statements):
     import hashlib
 
     import rfc8785
@@ -406,15 +420,22 @@ def test_intoto_export_writes_one_signed_statement_per_decided_claim_and_protoco
     decided = query(both_home, "SELECT sum(n) FROM (SELECT count(*) AS n FROM claim_checks WHERE verdict <> "
                                "'not re-checked' UNION ALL SELECT count(*) FROM listing_claim_checks "
                                "WHERE verdict <> 'not re-checked')")[0][0]
-    index = json.loads((folder / "index.json").read_text())["statements"]
-    assert len(index) == len(list(folder.glob("*.intoto.json"))) == len(list(folder.glob("*.dsse.json"))) == decided
+    contents = json.loads((folder / "index.json").read_text())
+    index = contents["statements"]
+    bundles = sorted(folder.glob("*.intoto.jsonl"))
+    # one bundle per kernel with a decided claim, one line per statement: files by the dozen, not by the 10,000
+    assert [b.name for b in bundles] == sorted(contents["bundles"].values()) and len(bundles) < 40
+    assert len(index) == sum(len(b.read_bytes().splitlines()) for b in bundles) == decided
+    assert not list(folder.glob("*.intoto.json")) and not list(folder.glob("*.dsse.json"))
     # every subject's digest is its run's manifest digest, which recomputes from the manifest's run object
     by_run = dict(query(both_home, "SELECT run_id, run_digest FROM run_manifests"))
     sample = index[:: max(1, len(index) // 300)]
     manifests = dict(query(both_home, "SELECT run_id, manifest FROM manifests WHERE list_contains(?, run_id)",
                            [sorted({r for e in sample for r in e["runs"]})]))
     for entry in sample:
-        payload = (folder / entry["statement"]).read_bytes()
+        envelope = Envelope.from_dict(json.loads(bundle_line(folder, entry)))
+        assert envelope.verify([public], 1)
+        payload = envelope.payload
         assert hashlib.sha256(payload).hexdigest() == entry["sha256"]
         assert rfc8785.dumps(json.loads(payload)) == payload  # canonical bytes
         statement = json.loads(payload)
@@ -425,11 +446,9 @@ def test_intoto_export_writes_one_signed_statement_per_decided_claim_and_protoco
             assert "sha256:" + subject["digest"]["sha256"] == by_run[run_id]
         for run_id in entry["runs"]:
             assert digest(json.loads(manifests[run_id])["run"]) == by_run[run_id]
-        envelope = Envelope.from_dict(json.loads((folder / entry["statement"].replace(".intoto.", ".dsse.")).read_text()))
-        assert envelope.payload == payload and envelope.verify([public], 1)
     # a tampered statement fails verification
     entry = next(e for e in index if e["verdict"] == "reversed")
-    envelope = json.loads((folder / entry["statement"].replace(".intoto.", ".dsse.")).read_text())
+    envelope = json.loads(bundle_line(folder, entry))
     tampered = json.loads(base64_decode(envelope["payload"]))
     tampered["predicate"]["verdict"] = "held"
     envelope["payload"] = base64_encode(rfc8785.dumps(tampered))
@@ -452,10 +471,8 @@ def base64_encode(data: bytes) -> str:
 
 
 def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
-    """Each verdict on the seed's page links its statement's permalink: the site's `statements/`, where the
-    intoto export of the same warehouse wrote it."""
-    from kernelindex_pipeline.site.pages import Site
-
+    """Each verdict on the seed's page links its statement inside the exported site: its line in its kernel's
+    bundle under `statements/`, where the intoto export of the same warehouse wrote it."""
     site, folder, *_ = statements
     [(run_id,)] = query(both_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])
     export_group_of(both_home, run_id, site)
@@ -465,8 +482,11 @@ def test_the_seed_page_links_its_verdicts_statements(both_home, statements):
                                     "WHERE r.external_id = ? AND c.verdict <> 'not re-checked'", [SEED])
     assert len(links) == decided >= 1  # one per decided verdict
     for link in links:
-        assert link.startswith(f"{Site().url}/statements/")
-        statement = json.loads((folder / link.rpartition("/")[2]).read_text())
+        # inside the exported site: the bundle the intoto export wrote, at the line of this run's statement
+        target, line = link.removeprefix("../").split("#L")
+        envelope = json.loads((site / target).read_bytes().split(b"\n")[int(line) - 1])
+        statement = json.loads(base64_decode(envelope["payload"]))
+        assert f"runs/{run_id}" in {s["name"] for s in statement["subject"]}
         assert statement["predicate"]["claim"]["b"]["runId"] == run_id
 
 
@@ -502,7 +522,7 @@ def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home
     """DyT's scaling charts sweep hidden 1024 to 16384 on a log axis, whose largest values crowd together: in
     Chromium, at 390 and 1280 px, no two x tick labels of a chart touch, and each chart keeps its ends."""
     from kernelindex_pipeline.site.charts import kernel_charts
-    from kernelindex_pipeline.site.export import STYLE, _page
+    from kernelindex_pipeline.site.frame import STYLE
     from kernelindex_pipeline.site.pages import kernel_page
 
     with Warehouse(both_home).reader() as con:
@@ -510,7 +530,7 @@ def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home
     (tmp_path / "kernels").mkdir()
     (tmp_path / "style.css").write_text(STYLE)
     page = tmp_path / "kernels" / "dyt.html"
-    page.write_text(kernel_page("dyt", "DyT", [], _page, charts))
+    page.write_text(kernel_page("dyt", "DyT", [], charts))
     assert "7168" in charts and "16384" in charts
     for width in (390, 1280):
         boxes = tick_boxes(page, width)
@@ -523,17 +543,79 @@ def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home
 
 
 def test_the_megatron_reruns_in_float32_wait_for_the_bfloat16_their_sources_script_builds(both_home):
-    """The shipped Megatron reruns built float32 tensors; upstream's scripts build bfloat16 ones. They decide
-    no claim, each says why, and the next session's targets ask for bfloat16."""
+    """The first Megatron reruns built float32 tensors; upstream's scripts build bfloat16 ones. They decide no
+    claim, each says why, and the next session's targets ask for bfloat16; RMSNorm's bfloat16 reruns (on the
+    claims' own card) decide its claims."""
     from kernelindex_pipeline.gpu import targets as T
 
     rows = query(both_home, "SELECT kernel, protocol, verdict, reason_code, awaiting_rerun, count(*) FROM claim_checks "
                             "WHERE kernel LIKE 'megatron%' GROUP BY ALL")
     assert {k for k, *_ in rows} == {"megatron_rms_norm", "megatron_cross_entropy"}
-    assert all(v == "not re-checked" for _, _, v, *_ in rows)
+    assert all(v == "not re-checked" for k, _, v, *_ in rows if k == "megatron_cross_entropy")
     device = {(k, code, awaiting) for k, p, _, code, awaiting, _ in rows if p == "kernelindex-device-time"}
-    assert device == {("megatron_rms_norm", "other_dtype", True), ("megatron_cross_entropy", "other_dtype", True)}
+    # its backward rows time forward and backward together (the script table): a source artifact
+    assert {(c, a) for k, c, a in device if k == "megatron_cross_entropy"} == {
+        ("other_dtype", True), ("source_artifact", False)}
+    assert "held" in {v for k, p, v, *_ in rows if k == "megatron_rms_norm" and p == "kernelindex-device-time"}
+    assert ("megatron_rms_norm", "other_dtype", True) not in device
     with Warehouse(both_home).reader() as con:
         chosen = [t for t in T.warehouse_targets(con, only_unchecked=True) if t["kernel"].startswith("megatron")]
-    assert {t["kernel"] for t in chosen} == {"megatron_rms_norm", "megatron_cross_entropy"}
+    assert "megatron_cross_entropy" in {t["kernel"] for t in chosen}
     assert {(t["dtype"], t["tensor_dtype"]) for t in chosen} == {(None, "bf16")}
+
+
+def test_each_claim_is_checked_on_its_own_card_first_and_cards_never_pool(both_home):
+    """H100 80GB HBM3 claims are re-checked on H100 80GB HBM3 reruns, H200 claims on H200 ones (same_card);
+    another card decides only where neither the card nor its model was re-measured; a verdict's sessions are
+    all of the card it names, and its statement says which."""
+    from kernelindex_pipeline.site.statements import STATEMENTS_SQL, statement
+
+    rows = query(both_home, "SELECT source_gpu, rerun_gpu, card_match, count(*) FROM claim_checks "
+                            "WHERE rerun_gpu IS NOT NULL GROUP BY ALL")
+    same = {(s, r) for s, r, m, _ in rows if m == "same_card"}
+    assert ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3 SXM") in same and ("NVIDIA H200", "NVIDIA H200 SXM") in same
+    assert all(m == "same_card" for s, r, m, _ in rows if s in ("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+               and r.startswith(s))
+    # where a same-card session measured the pair, no claim is decided on another card
+    [(other_while_own,)] = query(both_home, """
+        SELECT count(*) FROM claim_checks c WHERE c.card_match = 'other_card' AND EXISTS (
+            SELECT 1 FROM controlled_runs a JOIN controlled_runs b USING (evidence_file, session, kernel, operation_mode,
+                                                                         metric, workload_digest, family)
+            JOIN runs s ON s.run_id = c.a_run_id
+            WHERE a.provider = c.a_provider AND b.provider = c.b_provider
+              AND a.gpu = s.gpu || coalesce(' ' || s.form_factor, '') AND a.liger_version = c.rerun_release
+              AND (c.protocol = 'kernelindex-device-time') = (a.family = 'kernelindex_rerun')
+              AND a.kernel = c.kernel AND a.operation_mode = c.operation_mode AND a.metric = c.metric
+              AND a.workload_digest = s.workload_digest AND a.status = 'passed' AND b.status = 'passed')""")
+    assert other_while_own == 0
+    [(mixed,)] = query(both_home, """
+        SELECT count(*) FROM (SELECT c.comparison_key, c.a_run_id, c.b_run_id, c.protocol
+                              FROM claim_checks c, unnest(c.session_intervals) AS s(i)
+                              JOIN controlled_runs r ON r.run_id = i.rerun_a_run_id
+                              GROUP BY ALL HAVING count(DISTINCT r.gpu) > 1)""")
+    assert mixed == 0
+    with Warehouse(both_home).reader() as con:
+        cursor = con.execute(STATEMENTS_SQL.format(table="claim_checks") + " LIMIT 1")
+        check = dict(zip([d[0] for d in cursor.description], cursor.fetchone()))
+    assert statement(check)["predicate"]["cardMatch"] == check["card_match"] in ("same_card", "same_model", "other_card")
+
+
+def test_a_replica_verdict_that_this_host_decided_awaits_a_host_that_can_decide_it(both_home):
+    rows = query(both_home, "SELECT protocol, verdict, awaiting_rerun, reason FROM claim_checks "
+                            "WHERE reason_code = 'host_bound_here'")
+    # awaiting, unless no rerun could settle the workload (its parameters give no input shapes)
+    assert rows and {(p, v) for p, v, _, _ in rows} == {("source-replica", "not re-checked")}
+    assert sum(a for _, _, a, _ in rows) > len(rows) / 2
+    assert all("under the replica against" in r and "bare metal: 3.8 µs" in r for *_, r in rows)
+
+
+def test_a_claim_whose_source_measured_something_else_is_a_named_source_artifact_never_a_reversal(both_home):
+    """KTO's benchmark sums Liger's log-probabilities where its reference averages them; upstream's SimPO
+    'huggingface' provider computes the CPO loss (core/source_scripts.json): their claims get no verdict."""
+    rows = query(both_home, "SELECT kernel, verdict, reason_code, source_artifact FROM claim_checks "
+                            "WHERE kernel IN ('kto_loss', 'fused_linear_simpo_loss') AND source_artifact LIKE 'different_quantity%'")
+    assert {k for k, *_ in rows} == {"kto_loss", "fused_linear_simpo_loss"}
+    assert {(v, c) for _, v, c, _ in rows} == {("not re-checked", "source_artifact")}
+    [(reversed_artifacts,)] = query(both_home, "SELECT count(*) FROM claim_checks WHERE verdict = 'reversed' "
+                                               "AND source_artifact SIMILAR TO '(different_quantity|pass_includes_forward|other_pass|forward_computes_gradients).*'")
+    assert reversed_artifacts == 0

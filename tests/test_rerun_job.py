@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import kernels
 from kernelindex_pipeline import cli
 from kernelindex_pipeline.defs import reruns
@@ -18,9 +20,15 @@ def test_rerun_without_cuda_says_so_and_publishes_nothing(shipped_warehouse, mon
     assert not evidence.exists()
 
 
-def test_gpu_asset_is_partitioned_by_kernel_family_with_a_device_budget():
+def test_gpu_asset_is_partitioned_by_kernel_family_and_card_with_a_device_budget():
     spec = reruns.gpu_reruns
-    assert spec.partitions_def.get_partition_keys() == list(kernels.FAMILIES)
+    keys = {(k.keys_by_dimension["kernel"], k.keys_by_dimension["card"]) for k in spec.partitions_def.get_partition_keys()}
+    assert keys == {(kernel, card) for kernel in kernels.FAMILIES for card in reruns.CARDS}
+    assert {"nvidia-h100-80gb-hbm3", "nvidia-h200"} <= set(reruns.CARDS)
+    assert reruns.rerun_partition("dyt", "NVIDIA H100 80GB HBM3").keys_by_dimension == {
+        "card": "nvidia-h100-80gb-hbm3", "kernel": "dyt"}
+    with pytest.raises(ValueError, match="no rerun partition for the card 'NVIDIA Z9'"):
+        reruns.rerun_partition("dyt", "NVIDIA Z9")
     assert reruns.RerunConfig().device_minutes > 0 and reruns.RerunConfig().only_unchecked is False
 
 

@@ -14,7 +14,8 @@ from conftest import query, write_snapshot_dir, main_rows
 
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.core.catalog import SOURCE_REPLICA_FAMILY
-from kernelindex_pipeline.defs import verdicts as verdict_defs
+from kernelindex_pipeline.defs import keys
+from kernelindex_pipeline.defs import verdict_reports as verdict_defs
 from kernelindex_pipeline.defs.warehouse import warehouse_tables
 from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.ingest.sources import DirectorySource
@@ -86,14 +87,14 @@ def published(tmp_path_factory):
 
 
 def test_the_verdict_tables_are_assets_of_the_one_publication():
-    assert {verdict_defs.CLAIM_CHECKS, verdict_defs.LISTING_RANKS, verdict_defs.ATTESTATIONS,
-            verdict_defs.VERSION_CHECKS, verdict_defs.VERDICT_REPLICATION} <= set(warehouse_tables.keys)
+    assert {keys.CLAIM_CHECKS, keys.LISTING_RANKS, keys.ATTESTATIONS,
+            keys.VERSION_CHECKS, keys.VERDICT_REPLICATION} <= set(warehouse_tables.keys)
     assert not warehouse_tables.can_subset  # published with every other warehouse table, or not at all
 
 
 def test_claim_checks_metadata_counts_verdicts_and_names_the_changed_ones(published):
     home, first, second = published
-    before, after = metadata_of(first, verdict_defs.CLAIM_CHECKS), metadata_of(second, verdict_defs.CLAIM_CHECKS)
+    before, after = metadata_of(first, keys.CLAIM_CHECKS), metadata_of(second, keys.CLAIM_CHECKS)
     [(claims,)] = query(home, "SELECT count(*) FROM claim_checks")
     assert after["dagster/row_count"].value == claims > 0
     assert "| protocol | held | reversed | indistinguishable | not re-checked | claims |" in after["verdicts"].value
@@ -152,19 +153,20 @@ def test_a_mislabelled_verdict_fails_its_check(published, tmp_path):
 def test_listing_ranks_and_attestations_report_their_tables(published):
     home, _, second = published
     [(listed,)] = query(home, "SELECT count(*) FROM listing_ranks")
-    assert metadata_of(second, verdict_defs.LISTING_RANKS)["dagster/row_count"].value == listed > 0
-    attestations = metadata_of(second, verdict_defs.ATTESTATIONS)
+    assert metadata_of(second, keys.LISTING_RANKS)["dagster/row_count"].value == listed > 0
+    attestations = metadata_of(second, keys.ATTESTATIONS)
     assert "dagster/column_schema" in attestations and "refused" in attestations
 
 
 def test_version_checks_and_replication_report_what_an_operator_reads(published):
     home, _, second = published
     [(checked,)] = query(home, "SELECT count(*) FROM version_checks")
-    versions = metadata_of(second, verdict_defs.VERSION_CHECKS)
+    versions = metadata_of(second, keys.VERSION_CHECKS)
     assert versions["dagster/row_count"].value == checked
     assert "| protocol | version_effect | claims |" in versions["version_effects"].value
-    [(flipped,)] = query(home, "SELECT coalesce(sum(flipped), 0) FROM verdict_replication "
-                               "WHERE protocol = 'kernelindex-device-time'")
-    replication = metadata_of(second, verdict_defs.VERDICT_REPLICATION)
-    assert "| protocol | decided | replicated |" in replication["replication"].value
-    assert replication["flipped/kernelindex-device-time"].value == flipped
+    flipped = dict(query(home, "SELECT card, sum(flipped) FROM verdict_replication "
+                               "WHERE protocol = 'kernelindex-device-time' GROUP BY ALL"))
+    replication = metadata_of(second, keys.VERDICT_REPLICATION)
+    assert "| protocol | card | decided | replicated |" in replication["replication"].value
+    assert flipped and all(replication[f"flipped/kernelindex-device-time/{card}"].value == n
+                           for card, n in flipped.items())

@@ -49,6 +49,11 @@ class SideBySide:
     def __init__(self, own, baseline):
         self.own, self.baseline = own, baseline
 
+    def __getattr__(self, name):
+        """Everything else the harness asks of an adapter (its outputs, leaves, how its backward treats its
+        graph) is this tree's."""
+        return getattr(self.own, name)
+
     def make_inputs(self, params, dtype, seed, device):
         return self.own.make_inputs(params, dtype, seed, device)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 
 SOURCE = "liger-kernel-bench"
@@ -62,6 +64,14 @@ GPUS: dict[str, Gpu] = {
     ]
 }
 
+# How a claim's own card and a rerun's card compare (claim_checks.card_match), nearest first: the same model
+# and form factor, the same model, another card.
+CARD_MATCHES = ("same_card", "same_model", "other_card")
+# Each device name a rerun records (torch.cuda.get_device_name) as the catalog's model and form factor, as the
+# rows of a SQL VALUES list: (device, model, form_factor).
+CARDS_VALUES = ", ".join(
+    f"('{g.source_name}', '{g.product}', {repr(g.form_factor) if g.form_factor else 'NULL'})" for g in GPUS.values())
+
 
 @dataclass(frozen=True)
 class Implementation:
@@ -105,13 +115,23 @@ COMPILED_PROVIDERS = {
 COMPILED_PROVIDER_NAMES = sorted({provider for _, provider in COMPILED_PROVIDERS})
 
 
-# Source passes that time something other than the pass they name, per (kernel, operation mode), with why: their
-# runs are source artifacts, and the claims on them carry the flag.
-SOURCE_PASS_FAULTS = {
-    ("megatron_cross_entropy", "backward"): (
-        "the source's backward rows of megatron_cross_entropy time forward and backward together: its script "
-        "re-runs the forward in every repetition, since Megatron's backward consumes its graph"),
-}
+# Every family's upstream benchmark script, read once per span of the releases its claims cite
+# (source_scripts.json): what each provider builds, dtype, TF32, whether the providers compute the same
+# quantity, what each pass times. Its `artifacts` make a source series measure something other than its label,
+# each with a code (SCRIPT_ARTIFACT_CODES): its runs are source artifacts, and no verdict is given on them.
+SOURCE_SCRIPTS = json.loads((Path(__file__).with_name("source_scripts.json")).read_text(encoding="utf-8"))
+SCRIPT_ARTIFACT_CODES = ("different_quantity", "pass_includes_forward", "forward_computes_gradients", "other_pass")
+SCRIPT_ARTIFACTS = SOURCE_SCRIPTS["artifacts"]
+# The (kernel, operation mode) pairs some artifact reaches.
+ARTIFACT_PASSES = sorted({(a["kernel"], m) for a in SCRIPT_ARTIFACTS for m in a["modes"]})
+
+
+def release_bounds(releases: str) -> tuple[list[int] | None, list[int] | None]:
+    """The first and last release of a span ("0.5.10-0.7.0", "0.8.0", "all") as version lists."""
+    if releases == "all":
+        return None, None
+    low, _, high = releases.partition("-")
+    return [int(x) for x in low.split(".")], [int(x) for x in (high or low).split(".")]
 
 
 def is_compiled(kernel: str, provider: str) -> bool:

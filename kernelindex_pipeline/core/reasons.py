@@ -26,6 +26,9 @@ NO_SAMPLES = "no_samples"
 TOO_FEW_REPETITIONS = "too_few_repetitions"
 NO_INTERVAL = "no_interval"
 NOISY = "noisy"
+UNSUPPORTED_CARD = "unsupported_card"  # the pass needs another card (Liger's cuTile backend on sm_90)
+PASSES_FIELD_RULE = "passes_field_rule"  # beyond the fixed tolerance, within the field's rule: awaiting a rerun
+HOST_BOUND_HERE = "host_bound_here"  # the replica timed this session's slow host, not the card
 
 # A source series that measured something other than its label
 SOURCE_ARTIFACT = "source_artifact"
@@ -33,9 +36,11 @@ SOURCE_ARTIFACT = "source_artifact"
 PROVIDER_CODES = (UNAVAILABLE_PROVIDER, NO_RERUN_PROVIDER, TOO_LARGE, FAILED_CORRECTNESS, RAISED, FELL_BACK,
                   UNVERIFIED_PROVIDER, TIMEOUT)
 CLAIM_CODES = PROVIDER_CODES + (NO_RERUN, OTHER_DTYPE, LATENCY_ONLY, UNSUPPORTED_MODE, NO_SAMPLES,
-                                TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY)
+                                TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY, HOST_BOUND_HERE, PASSES_FIELD_RULE,
+                                SOURCE_ARTIFACT, UNSUPPORTED_CARD)
 # Codes a new rerun could settle (`claim_checks.awaiting_rerun` under the device-time protocol).
-AWAITING = (NO_RERUN, OTHER_DTYPE, NO_SAMPLES, TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY, TIMEOUT, UNVERIFIED_PROVIDER)
+AWAITING = (NO_RERUN, OTHER_DTYPE, NO_SAMPLES, TOO_FEW_REPETITIONS, NO_INTERVAL, NOISY, TIMEOUT, UNVERIFIED_PROVIDER,
+            HOST_BOUND_HERE, PASSES_FIELD_RULE, UNSUPPORTED_CARD)
 
 _STATUS_CODES = {"unavailable": UNAVAILABLE_PROVIDER, "too_large": TOO_LARGE, "timeout": TIMEOUT}
 

@@ -9,6 +9,8 @@ from pydantic import Field
 
 import kernels
 
+from kernelindex_pipeline.core.catalog import GPUS
+from kernelindex_pipeline.core.identity import slugify
 from kernelindex_pipeline.defs.resources import WarehouseResource
 
 RERUN_JOB = "gpu_reruns_job"
@@ -25,14 +27,29 @@ class RerunConfig(dg.Config):
         default=False, description="only workloads awaiting a rerun: a claim in claim_checks not re-checked for want of rerun evidence")
 
 
-# One partition per kernel family (kernels/<family>/ with its ADAPTER).
-KERNEL_PARTITIONS = dg.StaticPartitionsDefinition(list(kernels.FAMILIES))
+# The cards a rerun can run on (each catalog GPU), by the slug that names them: {slug: device name}.
+CARDS = {slugify(g.source_name): g.source_name for g in GPUS.values()}
+# One partition per kernel family (kernels/<family>/ with its ADAPTER) and card: a card's partitions are
+# materialized on a machine with that card, one run per GPU (the `gpu` pool).
+RERUN_PARTITIONS = dg.MultiPartitionsDefinition({
+    "card": dg.StaticPartitionsDefinition(list(CARDS)),
+    "kernel": dg.StaticPartitionsDefinition(list(kernels.FAMILIES)),
+})
+
+
+def rerun_partition(kernel: str, device_name: str) -> dg.MultiPartitionKey:
+    """The partition of a kernel family's rerun on the card named ``device_name`` (torch.cuda.get_device_name)."""
+    card = slugify(device_name)
+    if card not in CARDS:
+        raise ValueError(f"no rerun partition for the card {device_name!r}: the catalog knows {', '.join(CARDS.values())}")
+    return dg.MultiPartitionKey({"card": card, "kernel": kernel})
 
 
 @dg.asset(group_name="gpu", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
-          partitions_def=KERNEL_PARTITIONS)
+          partitions_def=RERUN_PARTITIONS)
 def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Re-measures one covered kernel family (its partition) on this machine's GPU, for the workloads and
+    """Re-measures one covered kernel family on one card (its partition) on this machine's GPU, which must be
+    that card, for the workloads and
     providers its source comparison groups hold: correctness first on fresh random inputs, then timing
     under KernelIndex's protocol and the source's own (do_bench) harness; writes one evidence file
     (gzipped JSONL) into the evidence directory, within ``device_minutes``."""
@@ -45,7 +62,13 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
     from kernelindex_pipeline.gpu.rerun import run_reruns
     from kernelindex_pipeline.gpu.targets import warehouse_targets
 
-    kernel = context.partition_key
+    keys = context.partition_key.keys_by_dimension
+    kernel, card = keys["kernel"], keys["card"]
+    import torch
+
+    here = torch.cuda.get_device_name(0)
+    if slugify(here) != card:
+        raise dg.Failure(description=f"partition card={card} needs an {CARDS[card]}; this machine's GPU is {here}")
     load_adapter(kernel)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = warehouse.evidence_path() / f"rerun-{kernel}-{stamp}.jsonl.gz"

@@ -60,11 +60,11 @@ def claim_checks_metadata(con, details: dict) -> dict:
 VERSION_EFFECTS_SQL = ("SELECT protocol, version_effect, count(*) AS claims FROM version_checks "
                        "GROUP BY ALL ORDER BY ALL")
 REPLICATION_SQL = """
-SELECT protocol, sum(decided_claims) AS decided, sum(replicated) AS replicated, sum(kept) AS kept,
+SELECT protocol, card, sum(decided_claims) AS decided, sum(replicated) AS replicated, sum(kept) AS kept,
     sum(moved) AS moved, sum(flipped) AS flipped,
     round(100.0 * sum(decided_kept) / nullif(sum(decided_replicated), 0), 1) AS held_reversed_kept_pct,
     count(*) FILTER (WHERE replicated > 0) AS families
-FROM verdict_replication GROUP BY protocol ORDER BY protocol
+FROM verdict_replication GROUP BY protocol, card ORDER BY protocol, card
 """
 
 
@@ -76,11 +76,12 @@ def version_checks_metadata(con) -> dict:
 
 
 def verdict_replication_metadata(con) -> dict:
-    """How many claims two or more sessions measured, and how many kept their verdict, per protocol."""
+    """How many claims two or more sessions measured, and how many kept their verdict, per protocol and card."""
     rows = con.execute(REPLICATION_SQL).fetchall()
     return {"replication": dg.MetadataValue.md(markdown_table(con, REPLICATION_SQL)),
-            **{f"held_reversed_kept_pct/{protocol}": float(pct) for protocol, *_, pct, _ in rows if pct is not None},
-            **{f"flipped/{protocol}": int(flipped) for protocol, _, _, _, _, flipped, *_ in rows}}
+            **{f"held_reversed_kept_pct/{protocol}/{card}": float(pct) for protocol, card, *_, pct, _ in rows
+               if pct is not None},
+            **{f"flipped/{protocol}/{card}": int(flipped) for protocol, card, _, _, _, _, flipped, *_ in rows}}
 
 
 def listing_ranks_metadata(con, details: dict) -> dict:

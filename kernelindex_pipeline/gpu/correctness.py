@@ -6,6 +6,7 @@ import math
 
 import torch
 
+import kernels
 from kernels.adapter import RerunAdapter, Unavailable
 from kernels.tensors import as_tuple, grad_outputs
 from kernelindex_pipeline.core import reasons
@@ -66,7 +67,8 @@ def reference_outputs(impl: RerunAdapter, inputs: dict, dys, params=None):
 def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, device, seeds=P.CORRECTNESS_SEEDS,
                       build=None) -> dict:
     """{provider: correctness dict} with ``status`` passed/failed (or ``unavailable``), and unless passed a
-    ``reason`` and its ``code``. A compiled provider also carries ``compile`` (what dynamo compiled), a
+    ``reason`` and its ``code``. Errors are judged by the field's rule (``protocol.field_failures``) against the
+    eager baseline's own errors in the same check; ``rule`` records it, with each side's matmul precision. A compiled provider also carries ``compile`` (what dynamo compiled), a
     provider on a Liger backend ``backend`` (the Liger Functions that ran); either fails where it fell back.
 
     ``build`` overrides ``impl.build`` (tests use it to plant a broken kernel)."""
@@ -118,15 +120,19 @@ def check_correctness(impl: RerunAdapter, providers, params: dict, dtype: str, d
             del built, outs, grads
         del inputs, ref_outs, ref_grads
     final = {}
+    baseline = P.eager_baseline([p for p in providers if p not in unavailable and "reason" not in results[p]])
+    upstream = kernels.lookup(impl.KERNEL).test_tolerances.get(dtype)
+    precision = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
     for provider in providers:
         if provider in unavailable:
             final[provider] = {"status": "unavailable", "reason": unavailable[provider],
                                "code": reasons.UNAVAILABLE_PROVIDER}
             continue
         res = results[provider]
-        bad = [f"{kind[:-1]} {n}: rel_error {v['rel_error']:.3g} > {v['tolerance']:.3g}"
-               for kind in ("outputs", "gradients") for n, v in res[kind].items()
-               if not (v["rel_error"] <= v["tolerance"])]
+        bad = P.field_failures(res, results[baseline] if baseline else None, dtype, upstream,
+                               is_baseline=provider == baseline)
+        res["rule"] = {"name": P.FIELD_RULE, "baseline": baseline, "torchMatmul": precision,
+                       "tritonDot": "tf32 unless the kernel asks for ieee (Triton's default for float32)"}
         if "reason" in res or bad:
             res["reason"] = "; ".join(([res["reason"]] if "reason" in res else []) + bad)
             res["status"] = "failed"

@@ -30,11 +30,16 @@ def read_records(path: Path) -> list[tuple[dict, str]]:
         return [(json.loads(line), line.strip()) for line in handle if line.strip()]
 
 
+# What a session measures of its machine, recorded in its environment but not part of the stack.
+SESSION_MEASURED = ("ceilings", "launchFloor")
+
+
 def stack_environment(environment: dict) -> dict:
     """The environment a controlled run is identified by: the stack (GPU model and form factor, driver,
-    CUDA, torch, triton, liger-kernel, transformers), not the ceilings each batch measures, which stay with
-    the run; so one workload measured in several batches is one comparison group."""
-    spec = {k: v for k, v in environment["spec"].items() if k != "ceilings"}
+    CUDA, torch, triton, liger-kernel, transformers), not what each session measures of its machine (the
+    ceilings, the host's launch floor), which stays with the run; so one workload measured in several
+    sessions is one comparison group."""
+    spec = {k: v for k, v in environment["spec"].items() if k not in SESSION_MEASURED}
     return {**environment, "spec": spec}
 
 

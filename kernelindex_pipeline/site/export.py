@@ -51,12 +51,15 @@ from kernelindex_pipeline.site.pages import (
 )
 from kernelindex_pipeline.site.index import index_page, run_index_files, search_files
 from kernelindex_pipeline.site.statements import (
+    BUNDLE_SUFFIX,
     DECIDED,
     PREDICATE_TYPE,
     STATEMENTS_SQL,
+    bundle_name,
     envelope,
     statement_bytes,
-    statement_name,
+    statement_id,
+    statement_positions,
 )
 from kernelindex_pipeline.site.verdict_pages import VERDICT_HISTORY_SQL, verdict_history_section
 from kernelindex_pipeline.warehouse.store import Warehouse
@@ -118,9 +121,10 @@ def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
         sessions = c.get("sessions")
         flag = (f"<br><span class=\"flag source-artifact\">source artifact: {_e(c['source_artifact'])}</span>"
                 if c.get("source_artifact") else "")
+        card_match = f"<br>{term_link(c['card_match'], 1, c['card_match'].replace('_', ' '))}" if c.get("card_match") else ""
         rows.append(f"<tr><td>{_e(claim_text(c))} <span class=\"muted\">({_e(c['source_gpu'])}, ratio "
                     f"{c['source_ratio']:.3f})</span></td><td>{term_link(claim_type(c), 1)}</td>"
-                    f"<td>{term_link(c['protocol'], 1)}</td><td>{_e(c['rerun_gpu'] or '—')}</td><td>{_e(rerun)}</td>"
+                    f"<td>{term_link(c['protocol'], 1)}</td><td>{_e(c['rerun_gpu'] or '—')}{card_match}</td><td>{_e(rerun)}</td>"
                     f"<td><strong>{term_link(c['verdict'], 1)}</strong>"
                     f"{' · ' + term_link('host-bound', 1) if c['host_bound'] else ''}"
                     f"{f' · {sessions} sessions' if sessions and sessions > 1 else ''}{flag}"
@@ -140,9 +144,9 @@ def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
 
 
 REPLICATION_SQL = """
-SELECT kernel, protocol, decided_claims, replicated, kept, moved, flipped, decided_replicated, decided_kept,
+SELECT kernel, protocol, card, decided_claims, replicated, kept, moved, flipped, decided_replicated, decided_kept,
     decided_kept_pct
-FROM verdict_replication WHERE replicated > 0 ORDER BY kernel, protocol
+FROM verdict_replication WHERE replicated > 0 ORDER BY kernel, protocol, card
 """
 ARTIFACTS_SQL = """
 SELECT kernel, operation_mode, string_agg(DISTINCT gpu, ', ' ORDER BY gpu) AS gpus, count(*) AS runs,
@@ -158,15 +162,16 @@ def kernel_verdict_sections(con) -> dict[str, str]:
     if not (_has_view(con, "verdict_replication") and _has_view(con, "source_artifacts")):
         return {}
     rows: dict[str, list[str]] = defaultdict(list)
-    for kernel, protocol, decided, replicated, kept, moved, flipped, dr, dk, pct in con.execute(REPLICATION_SQL).fetchall():
-        rows[kernel].append(f"<tr><td>{_e(protocol)}</td><td>{replicated} of {decided}</td><td>{kept}</td>"
+    for kernel, protocol, card, decided, replicated, kept, moved, flipped, dr, dk, pct in con.execute(
+            REPLICATION_SQL).fetchall():
+        rows[kernel].append(f"<tr><td>{_e(protocol)}</td><td>{_e(card)}</td><td>{replicated} of {decided}</td><td>{kept}</td>"
                             f"<td>{moved}</td><td>{flipped}</td><td>{dk} of {dr}"
                             f"{f' ({pct:g}%)' if pct is not None else ''}</td></tr>")
     for kernel, body in rows.items():
         out[kernel].append(
             "<section id=\"replication\"><h2>Do the verdicts replicate?</h2><p>Claims measured again in an "
             "independent rerun session (own process, inputs and warm-up), and whether each session alone gives "
-            "the same verdict.</p><table><thead><tr><th>protocol</th><th>claims in 2+ sessions</th><th>kept</th>"
+            "the same verdict, per card.</p><table><thead><tr><th>protocol</th><th>card</th><th>claims in 2+ sessions</th><th>kept</th>"
             "<th>moved</th><th>flipped held ↔ reversed</th><th>held/reversed kept</th></tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></section>")
     for kernel, mode, gpus, runs, example in con.execute(ARTIFACTS_SQL).fetchall():
@@ -180,10 +185,11 @@ def kernel_verdict_sections(con) -> dict[str, str]:
 
 
 def _statement_link(check: dict, site: Site) -> str:
-    """A decided verdict's in-toto statement, at its permalink."""
-    if check["verdict"] not in DECIDED:
+    """A decided verdict's in-toto statement: its line in its kernel's bundle under the site's statements/."""
+    if check["verdict"] not in DECIDED or not check.get("statement"):
         return ""
-    return f" <a class=\"statement\" href=\"{_e(site.statement_link(statement_name(check)))}\">statement</a>"
+    bundle, line = check["statement"]
+    return f" <a class=\"statement\" href=\"{_e(site.statement_link(bundle, line))}\">statement</a>"
 
 
 def _listed_date(listed) -> str:
@@ -518,6 +524,8 @@ class _Shard:
     fmt: str
     directory: str
     site: Site
+    # {statement id: (bundle, line)} of every decided claim, for the record pages' statement links
+    statements: dict = dataclasses.field(default_factory=dict)
 
 
 def _shard_records(con, shard: _Shard, sql: str) -> list[dict]:
@@ -560,6 +568,7 @@ def _export_shard(shard: _Shard) -> dict:
                     else ("claim_checks",):
                 for check in _shard_records(con, shard, f"SELECT * FROM {table} WHERE a_run_id {in_shard} OR "
                                             f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
+                    check["statement"] = shard.statements.get(statement_id(check))
                     checks_by_run[check["a_run_id"]].append(check)
                     checks_by_run[check["b_run_id"]].append(check)
                     if table == "claim_checks":
@@ -649,10 +658,13 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         generation = warehouse.db_path.resolve()
         [(total, text)] = con.execute("SELECT (SELECT count(*) FROM runs), "
                                       "(SELECT coalesce(sum(length(run)), 0) FROM run_manifests)").fetchall()
+        statements = statement_positions(con, [t for t in ("claim_checks", "listing_claim_checks")
+                                               if table_exists(con, t)]) if fmt == "html" else {}
     if workers is None:
         workers = 1 if total < PARALLEL_FROM_RUNS else min(EXPORT_WORKERS_MAX, len(os.sched_getaffinity(0)))
     count = max(workers, -(-text // SHARD_TEXT_BYTES))
-    shards = [_Shard(str(warehouse.home), str(generation), i, count, fmt, str(directory), site) for i in range(count)]
+    shards = [_Shard(str(warehouse.home), str(generation), i, count, fmt, str(directory), site, statements)
+              for i in range(count)]
     produced: set[str] = set()
     rewritten = unchanged = 0
     summaries, providers = [], {}
@@ -707,34 +719,45 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
 
 
 def export_statements(directory: Path, signer=None) -> str:
-    """One in-toto statement per decided claim and protocol (`site/statements.py`), current and listing-time,
-    with its DSSE envelope when ``signer`` is given, and ``index.json``: each statement's claim, file and
-    sha256. Files whose bytes would not change are left untouched; statements no longer produced are removed."""
-    write, index = _Writer(str(directory)), []
-    suffix = ".dsse.json"
+    """The in-toto statements of every decided claim and protocol (`site/statements.py`), current and
+    listing-time, bundled per kernel (``<kernel>.intoto.jsonl``: one statement a line, or with ``signer`` its
+    DSSE envelope, in id order), and ``index.json``: each statement's id, bundle, line, sha256, claim and
+    verdict. Files whose bytes would not change are left untouched; those no longer produced are removed."""
+    write, index, bundles = _Writer(str(directory)), [], {}
     with Warehouse().reader(bounded=True) as con:
         tables = ["claim_checks"] + (["listing_claim_checks"] if table_exists(con, "listing_claim_checks") else [])
-        for table in tables:
-            cursor = con.execute(STATEMENTS_SQL.format(table=table))
-            names = [d[0] for d in cursor.description]
-            while rows := cursor.fetchmany(FETCH_ROWS):
-                for row in rows:
+        kernels = [k for (k,) in con.execute(
+            " UNION ".join(f"SELECT DISTINCT kernel FROM ({STATEMENTS_SQL.format(table=t)})" for t in tables)
+            + " ORDER BY 1").fetchall()]
+        for kernel in kernels:
+            lines: dict[str, tuple[str, dict]] = {}
+            for table in tables:
+                cursor = con.execute(f"SELECT * FROM ({STATEMENTS_SQL.format(table=table)}) WHERE kernel = ?", [kernel])
+                names = [d[0] for d in cursor.description]
+                for row in cursor.fetchall():
                     check = dict(zip(names, row))
-                    name, payload = statement_name(check), statement_bytes(check)
-                    write(name, payload.decode("utf-8"))
-                    if signer is not None:
-                        write(name.removesuffix(".intoto.json") + suffix, envelope(payload, signer).decode("utf-8"))
-                    index.append({"statement": name, "sha256": hashlib.sha256(payload).hexdigest(),
-                                  "claim": check["source_order"], "protocol": check["protocol"],
-                                  "verdict": check["verdict"], "comparisonKey": check["comparison_key"],
-                                  "runs": [check["a_run_id"], check["b_run_id"]]})
-    write("index.json", json.dumps({"predicateType": PREDICATE_TYPE, "statements": index}, ensure_ascii=False,
-                                   indent=1) + "\n")
+                    sid = statement_id(check)
+                    if sid in lines:
+                        continue
+                    payload = statement_bytes(check)
+                    line = envelope(payload, signer) if signer is not None else payload
+                    lines[sid] = (line.decode("utf-8"), {
+                        "statement": sid, "sha256": hashlib.sha256(payload).hexdigest(),
+                        "claim": check["source_order"], "protocol": check["protocol"], "verdict": check["verdict"],
+                        "comparisonKey": check["comparison_key"], "runs": [check["a_run_id"], check["b_run_id"]]})
+            bundle = bundle_name(kernel)
+            ordered = sorted(lines.items())
+            write(bundle, "".join(text + "\n" for _, (text, _) in ordered))
+            bundles[kernel] = bundle
+            index += [{**entry, "bundle": bundle, "line": n} for n, (_, (_, entry)) in enumerate(ordered, start=1)]
+    write("index.json", json.dumps({"predicateType": PREDICATE_TYPE, "signed": signer is not None,
+                                    "bundles": bundles, "statements": index}, ensure_ascii=False, indent=1) + "\n")
     produced = set(write.produced)
     removed = 0
     for entry in os.scandir(directory):
-        if entry.name.endswith((".intoto.json", suffix)) and entry.is_file() and entry.name not in produced:
+        stale = entry.name.endswith((BUNDLE_SUFFIX, ".intoto.json", ".dsse.json"))
+        if stale and entry.is_file() and entry.name not in produced:
             os.unlink(entry.path)
             removed += 1
-    return (f"exported {len(index)} verdict statements{' and their signed envelopes' if signer else ''} to "
+    return (f"exported {len(index)} verdict statements{', signed,' if signer else ''} in {len(bundles)} bundles to "
             f"{directory} ({write.rewritten} files written, {write.unchanged} unchanged, {removed} stale removed)")

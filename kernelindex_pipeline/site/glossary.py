@@ -54,6 +54,12 @@ TERMS = (
     (PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY], PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY], "The source's harness "
      "replayed on KernelIndex's GPU: do_bench with the source's quantiles and repetition budget, host "
      "overhead included."),
+    ("same_card", "same card", "The rerun that decided the verdict ran on the claim's own card: the model and "
+     "form factor the source measured on. Verdicts are checked on their own card first."),
+    ("same_model", "same model", "No rerun on the claim's own card yet: the verdict's rerun ran on the same model "
+     "in another form factor (an H100 SXM for an H100 NVL claim, say)."),
+    ("other_card", "other card", "Neither the claim's card nor its model has been re-measured yet: the verdict "
+     "comes from reruns on another card, named beside it, and says how the kernels compare there."),
     (SOURCE_NATIVE, SOURCE_NATIVE, "Evidence as the source published it."),
     (CONTROLLED, "KernelIndex-controlled", "Evidence KernelIndex measured itself, under a published "
      "protocol, on a stated environment."),

@@ -42,9 +42,11 @@ class Site:
     def permalink(self, run_id: str) -> str:
         return f"{self.url.rstrip('/')}/runs/{run_id}.html"
 
-    def statement_link(self, name: str) -> str:
-        """Where a verdict statement is published: `export --format intoto SITE/statements` (docs/statements.md)."""
-        return f"{self.url.rstrip('/')}/statements/{name}"
+    @staticmethod
+    def statement_link(bundle: str, line: int) -> str:
+        """A verdict statement from a record page: its line in its bundle under the site's statements/, where
+        `export --format intoto SITE/statements` writes them (docs/statements.md)."""
+        return f"../statements/{bundle}#L{line}"
 
     def report_link(self, run: dict) -> str:
         """The tracker's new-issue form with the run named in the title and its permalink and digest in the body."""

@@ -6,7 +6,8 @@ digests as their manifests give them; `predicateType`: PREDICATE_TYPE; `predicat
 verdict, rerun ratio and interval, thresholds, samples, the evidence file's sha256 and the rerun
 environment's digest. A statement's bytes are its RFC 8785 canonical JSON, as for the manifests. With a
 signing key (an Ed25519 private key in a PEM file), each is also wrapped in a DSSE envelope, signed with
-securesystemslib.
+securesystemslib. Statements travel bundled per kernel as JSON Lines (`<kernel>.intoto.jsonl`, the form the
+in-toto tooling reads), one statement, or its envelope, a line in id order.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ PREDICATE_TYPE = "https://kernelindex.dev/predicates/claim-verdict/v1alpha1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 DECIDED = (rule.HELD, rule.REVERSED, rule.INDISTINGUISHABLE)
 # Columns a claim check may carry beyond its verdict, copied into the predicate where a home has them.
-OPTIONAL = {"claim_type": "claimType", "reason_code": "reasonCode", "source_artifact": "sourceArtifact"}
+OPTIONAL = {"claim_type": "claimType", "reason_code": "reasonCode", "source_artifact": "sourceArtifact",
+            "card_match": "cardMatch"}
 
 # Each decided claim of a table of claim checks with the digests its statement names.
 STATEMENTS_SQL = """
@@ -39,11 +41,33 @@ ORDER BY c.comparison_key, c.a_run_id, c.b_run_id, c.protocol
 """.replace("{decided}", ", ".join(f"'{v}'" for v in DECIDED))
 
 
-def statement_name(check: dict) -> str:
-    """The file name of a claim check's statement: stable for the claim (its group, runs and protocol) while
-    its verdict changes."""
+BUNDLE_SUFFIX = ".intoto.jsonl"
+# The decided claims of a claim-check table, as STATEMENTS_SQL selects them: what bundle positions are made of.
+STATEMENT_KEYS_SQL = "SELECT kernel, comparison_key, a_run_id, b_run_id, protocol FROM (" + STATEMENTS_SQL + ")"
+
+
+def statement_id(check: dict) -> str:
+    """A claim check's statement id: stable for the claim (its group, runs and protocol) while its verdict
+    changes."""
     claim = "\n".join(str(check[k]) for k in ("comparison_key", "a_run_id", "b_run_id", "protocol"))
-    return f"{hashlib.sha256(claim.encode()).hexdigest()[:16]}.intoto.json"
+    return hashlib.sha256(claim.encode()).hexdigest()[:16]
+
+
+def bundle_name(kernel: str) -> str:
+    """The bundle holding a kernel's statements, one JSON object (a statement, or its DSSE envelope) a line."""
+    return f"{kernel}{BUNDLE_SUFFIX}"
+
+
+def statement_positions(con, tables: list[str]) -> dict[str, tuple[str, int]]:
+    """{statement id: (bundle, line)} of every decided claim of ``tables`` (the first table's claim where two
+    name one): each kernel's statements in id order, lines counted from 1, as the intoto export writes them."""
+    by_kernel: dict[str, set[str]] = {}
+    for table in tables:
+        for kernel, *key in con.execute(STATEMENT_KEYS_SQL.format(table=table)).fetchall():
+            by_kernel.setdefault(kernel, set()).add(statement_id(dict(zip(
+                ("comparison_key", "a_run_id", "b_run_id", "protocol"), key))))
+    return {sid: (bundle_name(kernel), line) for kernel, ids in by_kernel.items()
+            for line, sid in enumerate(sorted(ids), start=1)}
 
 
 def _hex(digest: str) -> str:

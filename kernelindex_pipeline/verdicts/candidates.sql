@@ -3,7 +3,11 @@
 -- only where they are needed). Reruns count only at the claim's `rerun_release` of Liger-Kernel: the release
 -- placeholder, an expression over a claim row `cl` (the newest release the reruns used, or the claim's own).
 -- Filled in by claims._checked_claims (str.format): release, claim_filter, protocols, other_dtype_reruns, compiled,
--- gpu_a, source_native.
+-- gpu_a, source_native, cards, card_matches.
+--
+-- A claim is checked on its own card first (`card_match`): reruns on the source's card model and form factor
+-- (same_card), else on its model (same_model), else on another card (other_card); sessions of different
+-- cards never pool (a verdict pools one stack's sessions).
 WITH source AS (
     SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id)
     WHERE r.evidence_level = '{source_native}' AND k.comparison_key IN (SELECT comparison_key FROM scope_groups)
@@ -13,7 +17,7 @@ WITH source AS (
     FROM controlled_runs
 ), claims AS (
     SELECT a.comparison_key, a.kernel, a.operation_mode, a.metric, a.workload_slug, a.workload_digest,
-        {gpu_a} AS source_gpu,
+        {gpu_a} AS source_gpu, a.gpu AS source_model, a.form_factor AS source_form_factor,
         a.provider AS a_provider, a.implementation AS a_implementation, a.run_id AS a_run_id,
         b.provider AS b_provider, b.implementation AS b_implementation, b.run_id AS b_run_id,
         a.median_value AS source_a_median, b.median_value AS source_b_median,
@@ -28,15 +32,24 @@ WITH source AS (
     WHERE {claim_filter}
 ), protocols AS (
     SELECT * FROM (VALUES {protocols}) p(protocol, family)
+), cards AS (
+    -- a rerun's device name (torch.cuda.get_device_name) as the catalog's model and form factor
+    SELECT * FROM (VALUES {cards}) c(device, model, form_factor)
 ), other_dtype_reruns AS (
     {other_dtype_reruns}
 ), built AS (
     SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
-        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded
-    FROM controlled_runs c JOIN protocols p ON p.family = c.family
+        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded,
+        coalesce(cd.model, c.gpu) AS card_model, cd.form_factor AS card_form_factor,
+        TRY_CAST(c.record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs' AS DOUBLE)
+            AS recorded_floor_ns
+    FROM controlled_runs c JOIN protocols p ON p.family = c.family LEFT JOIN cards cd ON cd.device = c.gpu
 ), controlled AS (
     -- a rerun of another dtype measured another workload
     SELECT * FROM built ANTI JOIN other_dtype_reruns USING (run_id)
+), session_floors AS (
+    -- each session's host launch floor, where it measured one (gpu/launch_floor.py)
+    SELECT evidence_file, session, min(recorded_floor_ns) AS launch_floor_ns FROM built GROUP BY ALL
 ), other_dtypes AS (
     SELECT DISTINCT b.kernel, b.operation_mode, b.metric, b.workload_digest, b.protocol, b.liger_version,
         o.tensor_dtype, o.script_dtype
@@ -51,8 +64,10 @@ WITH source AS (
         a.compile_unrecorded OR b.compile_unrecorded AS compile_unrecorded,
         a.median_value AS rerun_a_median, b.median_value AS rerun_b_median,
         {gpu_a} AS rerun_gpu, a.observed_at, a.environment_digest,
+        CASE WHEN a.card_model = cl.source_model AND a.card_form_factor IS NOT DISTINCT FROM cl.source_form_factor
+             THEN 'same_card' WHEN a.card_model = cl.source_model THEN 'same_model' ELSE 'other_card' END AS card_match,
         a.protocol_digest, a.implementation_digest AS a_implementation_digest,
-        b.implementation_digest AS b_implementation_digest
+        b.implementation_digest AS b_implementation_digest, f.launch_floor_ns, a.tensor_dtype
     FROM claims_at cl CROSS JOIN protocols p
     JOIN controlled a ON a.protocol = p.protocol AND a.kernel = cl.kernel AND a.operation_mode = cl.operation_mode
         AND a.metric = cl.metric AND a.workload_digest = cl.workload_digest AND a.provider = cl.a_provider
@@ -60,15 +75,17 @@ WITH source AS (
     JOIN controlled b ON b.protocol = p.protocol AND b.evidence_file = a.evidence_file AND b.session = a.session
         AND b.kernel = a.kernel AND b.operation_mode = a.operation_mode AND b.metric = a.metric
         AND b.workload_digest = a.workload_digest AND b.provider = cl.b_provider
+    LEFT JOIN session_floors f ON f.evidence_file = a.evidence_file AND f.session IS NOT DISTINCT FROM a.session
     QUALIFY row_number() OVER (PARTITION BY cl.comparison_key, cl.a_run_id, cl.b_run_id, p.protocol, a.evidence_file,
                                             a.session
                                ORDER BY a.status = 'passed' DESC, b.status = 'passed' DESC, a.observed_at DESC,
                                         a.run_id, b.run_id) = 1
 ), batches AS (
-    -- the newest session
+    -- the newest session on the nearest card to the claim's own
     SELECT * FROM sessions
     QUALIFY row_number() OVER (PARTITION BY comparison_key, a_run_id, b_run_id, protocol
-                               ORDER BY observed_at DESC, evidence_file DESC, session DESC) = 1
+                               ORDER BY list_position({card_matches}, card_match),
+                                        observed_at DESC, evidence_file DESC, session DESC) = 1
 ), pooled AS (
     -- the sessions whose samples the verdict pools: every one that passed on the newest session's stack
     -- (environment), protocol and implementations, oldest first
@@ -87,7 +104,7 @@ WITH source AS (
     SELECT DISTINCT kernel, operation_mode, metric, workload_digest, provider, protocol, liger_version FROM controlled
 ), latest AS (
     SELECT kernel, operation_mode, metric, workload_digest, provider, protocol, liger_version, status, status_reason,
-        status_code, observed_at
+        status_code, observed_at, run_id, tensor_dtype, evidence_file, session
     FROM controlled
     QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol,
                                             liger_version
@@ -114,7 +131,8 @@ SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protoc
     la.status AS a_latest_status, la.status_reason AS a_latest_reason, la.status_code AS a_latest_code,
     la.observed_at AS a_latest_at,
     lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.status_code AS b_latest_code,
-    lb.observed_at AS b_latest_at
+    lb.observed_at AS b_latest_at, la.run_id AS rerun_a_latest_run_id, lb.run_id AS rerun_b_latest_run_id,
+    coalesce(la.tensor_dtype, lb.tensor_dtype) AS latest_tensor_dtype
 FROM claims_at cl CROSS JOIN protocols p
 LEFT JOIN batches b ON b.comparison_key = cl.comparison_key AND b.a_run_id = cl.a_run_id
     AND b.b_run_id = cl.b_run_id AND b.protocol = p.protocol

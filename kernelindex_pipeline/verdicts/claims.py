@@ -19,12 +19,15 @@ import json
 import duckdb
 import pyarrow as pa
 
+import kernels
+
 from kernelindex_pipeline.core import catalog, reasons
 from kernelindex_pipeline.verdicts import rule
+from kernelindex_pipeline.gpu import protocol as P
 from kernelindex_pipeline.gpu.protocol import REPLICA_REPETITION_MS, TIMED_MODES
 from kernelindex_pipeline.runs.published import SEED_RECORDS
 from kernelindex_pipeline.warehouse.views import OTHER_DTYPE_RERUNS_SQL, SESSION_SPREAD_SQL
-from kernelindex_pipeline.warehouse.sql import registered, load_sql, records
+from kernelindex_pipeline.warehouse.sql import load_sql, records, registered
 
 PROTOCOLS = catalog.PROTOCOLS
 DEVICE_TIME, REPLICA = PROTOCOLS
@@ -49,7 +52,7 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("host_bound", pa.bool_()), ("awaiting_rerun", pa.bool_()), ("spread_a", pa.float64()), ("spread_b", pa.float64()),
     ("claim_type", pa.string()), ("reason_code", pa.string()), ("source_artifact", pa.string()),
     ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)), ("between_session_sd", pa.float64()),
-    ("rerun_release", pa.string()),
+    ("rerun_release", pa.string()), ("card_match", pa.string()),
 ])
 
 # The intervals already computed for rerun pairs: an interval depends only on the reruns' samples, so a
@@ -68,6 +71,19 @@ LATENCY_ONLY = ("the source-replica protocol times latency only; peak memory is 
                 "kernelindex-device-time")
 COMPILE_UNRECORDED = ("the rerun did not record what torch.compile compiled (graphs, frames that fell back to "
                       "eager), so it may have timed eager PyTorch; a rerun that records it settles the claim")
+
+
+# What a provider's failure says where the card cannot run its pass: Liger's cuTile backend targets sm_100 and
+# later (tileiras does not compile its Tile IR for sm_90; its dispatcher refuses sm_90).
+UNSUPPORTED_CARD_SIGNS = ("failed to compile Tile IR program", "< required sm_")
+
+
+def _on_this_card(why: tuple[str, str, bool]) -> tuple[str, str, bool]:
+    """A failure that says the card cannot run the pass becomes `unsupported_card`, awaiting a card that can."""
+    reason, code, awaiting = why
+    if code == reasons.RAISED and any(sign in reason for sign in UNSUPPORTED_CARD_SIGNS):
+        return f"{reason} (this card cannot run the pass; a card that can will settle it)", reasons.UNSUPPORTED_CARD, True
+    return why
 
 
 def _why_not(row: dict) -> tuple[str, str, bool] | None:
@@ -96,7 +112,11 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
                                                or row[f"{side}_latest_at"] > row["observed_at"]):
             reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
             code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
-            return f"{row[f'{side}_provider']} {status} on the rerun{reason}", code, code in reasons.AWAITING
+            if code == reasons.FAILED_CORRECTNESS:
+                return _field_judgement(row, side, "latest_") or (f"{row[f'{side}_provider']} {status} on the rerun"
+                                                                   f"{reason}", code, False)
+            return _on_this_card((f"{row[f'{side}_provider']} {status} on the rerun{reason}", code,
+                                  code in reasons.AWAITING))
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
         missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
@@ -107,11 +127,62 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
         if row[f"{side}_status"] != "passed":
             reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
             code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
-            return (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", code,
-                    code in reasons.AWAITING)
+            if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, "")):
+                return judged
+            return _on_this_card((f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", code,
+                                  code in reasons.AWAITING))
     if row["pooled_compile_unrecorded"]:
         return COMPILE_UNRECORDED, reasons.UNVERIFIED_PROVIDER, True
     return None
+
+
+# Each failed rerun with its own correctness record and the eager baseline's measured beside it (same session,
+# workload, pass, metric and protocol): the first of `protocol.EAGER_BASELINES` there.
+FAILED_CHECKS_SQL = f"""
+SELECT f.run_id, f.record->>'correctness', b.provider, b.record->>'correctness'
+FROM controlled_runs f
+LEFT JOIN controlled_runs b ON b.evidence_file = f.evidence_file AND b.session IS NOT DISTINCT FROM f.session
+    AND b.kernel = f.kernel AND b.workload_digest = f.workload_digest AND b.operation_mode = f.operation_mode
+    AND b.metric = f.metric AND b.family = f.family AND list_contains({list(P.EAGER_BASELINES)}, b.provider)
+WHERE f.run_id IN (SELECT run_id FROM _failed_runs)
+QUALIFY row_number() OVER (PARTITION BY f.run_id ORDER BY list_position({list(P.EAGER_BASELINES)}, b.provider)) = 1
+"""
+
+
+def _failed_checks(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[str, tuple]:
+    """{failed rerun run id: (its correctness record, the eager baseline's provider and correctness record
+    beside it, or None)}, read only for the runs that failed."""
+    wanted = set()
+    for row in rows:
+        for which in ("", "latest_"):
+            for side in ("a", "b"):
+                if row.get(f"{side}_{which}status") == "failed" and row.get(f"rerun_{side}_{which}run_id"):
+                    wanted.add(row[f"rerun_{side}_{which}run_id"])
+    if not wanted:
+        return {}
+    with registered(con, _failed_runs=pa.table({"run_id": pa.array(sorted(wanted), pa.string())})):
+        return {run_id: (json.loads(own) if own else None, base_provider, json.loads(base) if base else None)
+                for run_id, own, base_provider, base in con.execute(FAILED_CHECKS_SQL).fetchall()}
+
+
+def _field_judgement(row: dict, side: str, which: str) -> tuple[str, str, bool] | None:
+    """A provider that failed the protocol's fixed tolerances, judged as the field judges it
+    (`protocol.field_failures`) against the eager baseline checked beside it: where it passes, (reason,
+    PASSES_FIELD_RULE, True): a rerun under that rule times it; where it fails every bound, (reason with each
+    error and the bounds, FAILED_CORRECTNESS, False); None where no eager baseline was checked beside it (the
+    record's own reason stands)."""
+    provider = row[f"{side}_provider"]
+    own, baseline, base = row["_correctness"].get(row.get(f"rerun_{side}_{which}run_id"), (None, None, None))
+    if own is None or base is None:
+        return None
+    dtype = row.get(f"{which}tensor_dtype") or row.get("tensor_dtype") or "fp32"
+    upstream = kernels.lookup(row["kernel"]).test_tolerances.get(dtype)
+    failures = P.field_failures(own, base, dtype, upstream, is_baseline=provider == baseline)
+    if failures:
+        return (f"{provider} failed correctness on the rerun, by the field's rule too (against the eager "
+                f"baseline {baseline} in {dtype}): " + "; ".join(failures), reasons.FAILED_CORRECTNESS, False)
+    return (f"{provider} is beyond the protocol's fixed tolerance but within the field's rule (against the eager "
+            f"baseline {baseline} in {dtype}): awaiting a rerun that times it", reasons.PASSES_FIELD_RULE, True)
 
 
 def _deterministic_interval(row: dict) -> rule.RatioInterval:
@@ -205,9 +276,11 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
     compiled = catalog.compiled_sql("c.kernel", "c.provider")
     rows = records(con, load_sql(__file__, "candidates.sql").format(
         protocols=catalog.PROTOCOLS_VALUES, compiled=compiled, release=release, other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
-        claim_filter=claim_filter, gpu_a=catalog.gpu_label_sql("a"), source_native=catalog.SOURCE_NATIVE))
+        claim_filter=claim_filter, gpu_a=catalog.gpu_label_sql("a"), source_native=catalog.SOURCE_NATIVE,
+        cards=catalog.CARDS_VALUES, card_matches=list(catalog.CARD_MATCHES)))
     known = _known_intervals(con, rows) if reuse_intervals else {}
     artifacts = source_artifacts(con)
+    checks = _failed_checks(con, rows)
     latency, out = [], []
     for row in rows:
         row["source_ratio"] = row["source_b_median"] / row["source_a_median"] if row["source_a_median"] else None
@@ -216,7 +289,11 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
         row["claim_type"] = rule.claim_type(row["source_ratio"]) if row["source_ratio"] else None
         row["source_artifact"] = "; ".join(sorted({artifacts[r] for r in (row["a_run_id"], row["b_run_id"])
                                                    if r in artifacts})) or None
-        why = _why_not(row)
+        row["_correctness"] = checks
+        script = next((artifacts[r] for r in (row["a_run_id"], row["b_run_id"])
+                       if artifacts.get(r, "").split(":")[0] in catalog.SCRIPT_ARTIFACT_CODES), None)
+        why = ((f"source artifact: {script}; the source's series measured something other than its label, so "
+                "no rerun verdict answers its claim", reasons.SOURCE_ARTIFACT, False) if script else _why_not(row))
         row["awaiting_rerun"] = False
         if why is None and row["metric"] == "peak_memory" and row["rerun_a_median"]:
             interval = _deterministic_interval(row)
@@ -232,10 +309,32 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
             latency.append(row)
         out.append(row)
     _check_latency(con, latency, known)
+    _judge_hosts(out)
     for row in out:
         # A rerun can settle only a workload whose input shapes its parameters give.
         row["awaiting_rerun"] = row["awaiting_rerun"] and row["shapes_known"]
     return out
+
+
+def _judge_hosts(rows: list[dict]) -> None:
+    """Withdraw each source-replica verdict its session's host decided rather than the card
+    (`rule.host_bound_here`, against the same claim's device-time medians): it awaits a host that can decide it."""
+    device = {(r["comparison_key"], r["a_run_id"], r["b_run_id"]): r for r in rows if r["protocol"] == DEVICE_TIME}
+    for row in rows:
+        if row["protocol"] != REPLICA or row["verdict"] == rule.NOT_RECHECKED or row["metric"] != "latency":
+            continue
+        twin = device.get((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})
+        replica_ns = (row["rerun_a_median"], row["rerun_b_median"])
+        device_ns = (twin.get("rerun_a_median"), twin.get("rerun_b_median"))
+        if rule.host_bound_here(row.get("launch_floor_ns"), replica_ns, device_ns):
+            def us(ns):
+                return "—" if ns is None else f"{ns / 1000:.1f}"
+            floor = (f"this session's launch floor is {us(row['launch_floor_ns'])} µs under do_bench"
+                     if row.get("launch_floor_ns") is not None else "this session measured no launch floor")
+            row.update(verdict=rule.NOT_RECHECKED, reason_code=reasons.HOST_BOUND_HERE, awaiting_rerun=True, reason=(
+                f"host-bound here: a and b took {us(replica_ns[0])} and {us(replica_ns[1])} µs under the replica "
+                f"against {us(device_ns[0])} and {us(device_ns[1])} µs of device time, and {floor} (bare metal: "
+                f"{rule.BARE_METAL_FLOOR_NS / 1000:.1f} µs); awaiting a host that can decide it"))
 
 
 def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict) -> None:
@@ -319,7 +418,7 @@ WHERE list_has_any([a_provider, b_provider], $compiled) OR list_contains($faulty
 
 def reflag_source_artifacts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(REFLAG_SQL, {"compiled": catalog.COMPILED_PROVIDER_NAMES,
-                             "faulty_passes": [list(k) for k in catalog.SOURCE_PASS_FAULTS]})
+                             "faulty_passes": [list(k) for k in catalog.ARTIFACT_PASSES]})
 
 
 def source_artifacts(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

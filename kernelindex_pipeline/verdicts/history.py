@@ -1,9 +1,10 @@
 """What each source claim's verdict was, and since when (`verdict_history`).
 
 A claim is named by its comparison group, protocol and ordered pair of implementations (a ahead of b), so
-it keeps its name when a newer run of a or b takes the older one's place. A publication closes the open row
-of each claim in its scope whose verdict changed or that is no longer claimed (`until`), and opens a row
-for each claim whose verdict has none open (`since`), both at the publication's time. Rows are never
+it keeps its name when a newer run of a or b takes the older one's place. A row holds its verdict and how near
+the card that decided it is to the claim's own (`card_match`). A publication closes the open row of each claim
+in its scope whose verdict or card match changed or that is no longer claimed (`until`), and opens a row for
+each claim with none open (`since`), both at the publication's time. Rows are never
 deleted: a home recomputed from all of history keeps its history.
 """
 
@@ -18,17 +19,19 @@ SAME_CLAIM = ("h.comparison_key = c.comparison_key AND h.protocol = c.protocol A
 CLOSE_SQL = f"""
 UPDATE verdict_history h SET until = $now
 WHERE h.until IS NULL AND h.comparison_key IN (SELECT comparison_key FROM scope_groups)
-  AND NOT EXISTS (SELECT 1 FROM claim_checks c WHERE {SAME_CLAIM} AND c.verdict = h.verdict)
+  AND NOT EXISTS (SELECT 1 FROM claim_checks c WHERE {SAME_CLAIM} AND c.verdict = h.verdict
+                  AND c.card_match IS NOT DISTINCT FROM h.card_match)
 """
 
 OPEN_SQL = f"""
-INSERT INTO verdict_history
-SELECT DISTINCT {CLAIM}, verdict, $now AS since, NULL AS until FROM claim_checks c
+INSERT INTO verdict_history BY NAME
+SELECT DISTINCT {CLAIM}, verdict, card_match, $now AS since, NULL::TIMESTAMPTZ AS until FROM claim_checks c
 WHERE c.comparison_key IN (SELECT comparison_key FROM scope_groups)
   AND NOT EXISTS (SELECT 1 FROM verdict_history h WHERE {SAME_CLAIM} AND h.until IS NULL)
 """
 
-# The claims whose verdict this publication changed: a row it opened where it closed another.
+# The claims whose verdict (or the card deciding it) this publication changed: a row it opened where it closed
+# another.
 CHANGED_SQL = f"""
 SELECT c.comparison_key, c.protocol, c.a_provider, c.b_provider, p.verdict AS previous, c.verdict AS current
 FROM verdict_history c JOIN verdict_history p USING ({CLAIM})

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from kernelindex_pipeline.verdicts import claims, rule
+from kernelindex_pipeline.core import reasons
 from kernelindex_pipeline.core.catalog import SOURCE_NATIVE
 from kernelindex_pipeline.warehouse.sql import registered, table_exists
 from kernelindex_pipeline.runs.ranking import LISTED_SQL, MEMBERS_STEPS, drop_temporary
@@ -129,7 +130,7 @@ def _with_own_verdicts(rows: pa.Table) -> pa.Table:
     code = rows.column("reason_code").to_pylist()
     kind = [rule.claim_type(r) if r else None for r in columns["source_ratio"]]
     for i in range(len(verdict)):
-        if columns["ci_low"][i] is None:
+        if columns["ci_low"][i] is None or code[i] == reasons.HOST_BOUND_HERE:  # the host decides for every claim
             continue
         interval = rule.RatioInterval(
             columns["rerun_ratio"][i], columns["ci_low"][i], columns["ci_high"][i], columns["n_a"][i],

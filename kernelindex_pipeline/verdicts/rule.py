@@ -232,6 +232,30 @@ def verdict(source_ratio: float, interval: RatioInterval | None,
     return Verdict(INDISTINGUISHABLE, unsettled)
 
 
+# The host's launch floor (gpu/launch_floor.py): what an empty Triton kernel takes under do_bench, the source
+# replica's timer. On a bare-metal H200 host it took 3.8 us under do_bench (2.7 us of device time); the H100
+# hosts of this repository's December sessions took 3.5-4.1 us. The H200 host of the first replica sessions
+# put Liger's softmax at 24-73 us under do_bench against 6 us of device time: its launch path, not the card,
+# set those times.
+BARE_METAL_FLOOR_NS = 3_800
+# A host whose floor is above this multiple of bare metal launches slower than the source's could have.
+SLOW_HOST_FACTOR = 1.5
+# A pass whose replica median exceeds its device median by more than this factor waits on its host.
+HOST_WAIT_FACTOR = 1.2
+
+
+def host_bound_here(floor_ns: float | None, replica_ns: Sequence[float | None],
+                    device_ns: Sequence[float | None]) -> bool:
+    """Whether a source-replica verdict may have been timed by this session's host rather than the card, so
+    that it cannot decide the claim: the pass of a or b took over HOST_WAIT_FACTOR x its device-time median
+    under do_bench (``replica_ns``, ``device_ns``: a's and b's medians; a side without a device median counts as
+    waiting), and the session's launch floor ``floor_ns`` (do_bench's median of an empty Triton kernel) is over
+    SLOW_HOST_FACTOR x BARE_METAL_FLOOR_NS or was not measured. A pass that waits on a host like the source's
+    waited there too, and decides; a pass that does not wait on its host decides on any host."""
+    waits = any(d is None or r is None or r > HOST_WAIT_FACTOR * d for r, d in zip(replica_ns, device_ns))
+    return waits and (floor_ns is None or floor_ns > SLOW_HOST_FACTOR * BARE_METAL_FLOOR_NS)
+
+
 def host_bound(device_verdict: str, replica_verdict: str) -> bool:
     """True when both protocols re-checked the claim and their verdicts differ: the order then comes from
     what differs between them, the host overhead that `source-replica` includes."""

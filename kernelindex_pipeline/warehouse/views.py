@@ -12,7 +12,7 @@ checks share with the views (the spread between sessions, reruns of another dtyp
 """
 
 import kernels
-from kernelindex_pipeline.core.catalog import COMPILED_PROVIDERS, PROTOCOL_NAMES, PROTOCOLS_VALUES, SOURCE_NATIVE, SOURCE_PASS_FAULTS, gpu_label_sql
+from kernelindex_pipeline.core.catalog import COMPILED_PROVIDERS, PROTOCOL_NAMES, PROTOCOLS_VALUES, SCRIPT_ARTIFACTS, SOURCE_NATIVE, gpu_label_sql, release_bounds
 
 
 # Each protocol digest with its protocol's name (catalog.PROTOCOL_NAMES), joined USING (protocol_digest).
@@ -64,6 +64,20 @@ SELECT kernel, protocol, count(*) AS pairs, max(sessions) AS most_sessions, medi
 FROM pairs GROUP BY GROUPING SETS ((kernel, protocol), (protocol))
 """
 
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _artifact_row(a: dict) -> str:
+    """A script artifact (catalog.SCRIPT_ARTIFACTS) as a row of SOURCE_ARTIFACTS_SQL's VALUES list."""
+    low, high = release_bounds(a["releases"])
+    providers = "NULL::VARCHAR[]" if a["providers"] == "*" else f"{a['providers']}::VARCHAR[]"
+    metric = "NULL::VARCHAR" if a["metric"] == "*" else _sql_text(a["metric"])
+    bounds = "NULL::INTEGER[], NULL::INTEGER[]" if low is None else f"{low}::INTEGER[], {high}::INTEGER[]"
+    return (f"({_sql_text(a['kernel'])}, {a['modes']}::VARCHAR[], {metric}, {providers}, {bounds}, "
+            f"{_sql_text(a['code'])}, {_sql_text(a['reason'])})")
+
+
 # Source runs of a compiled provider that timed as its eager twin: within SOURCE_ARTIFACT_MATCH of it in the
 # same comparison group, while the same sweep (kernel, pass, GPU, source) shows the two apart by more than
 # SOURCE_ARTIFACT_APART elsewhere. A compiler that compiled produces other kernels than eager PyTorch, so
@@ -95,12 +109,19 @@ SELECT p.run_id, p.eager_run_id, p.kernel, p.operation_mode, p.gpu, nullif(p.for
 FROM pairs p JOIN sweeps s USING (kernel, operation_mode, gpu, form_factor, source, provider)
 WHERE abs(p.ratio - 1) <= {SOURCE_ARTIFACT_MATCH} AND s.widest > {SOURCE_ARTIFACT_APART}
 UNION ALL
-SELECT s.run_id, NULL, s.kernel, s.operation_mode, s.gpu, s.form_factor, s.source, s.provider, NULL, NULL, f.reason
-FROM src s JOIN (VALUES {{faults}}) f(kernel, operation_mode, reason) USING (kernel, operation_mode)
+-- the series a script artifact reaches (catalog.SCRIPT_ARTIFACTS): kernel, pass, metric, provider, release
+SELECT r.run_id, NULL, r.kernel, r.operation_mode, r.gpu, r.form_factor, r.source, r.provider, NULL, NULL,
+    f.code || ': ' || f.reason
+FROM ranks k JOIN runs r USING (run_id)
+JOIN (VALUES {{artifacts}}) f(kernel, modes, metric, providers, low, high, code, reason)
+  ON f.kernel = r.kernel AND list_contains(f.modes, r.operation_mode) AND (f.metric IS NULL OR f.metric = r.metric)
+ AND (f.providers IS NULL OR list_contains(f.providers, r.provider))
+ AND (f.low IS NULL OR list_transform(string_split(r.liger_version, '.'), lambda x: TRY_CAST(x AS INTEGER))
+                       BETWEEN f.low AND f.high)
+WHERE r.evidence_level = '{SOURCE_NATIVE}'
 """.format(twins=", ".join(f"({'NULL::VARCHAR' if k is None else repr(k)}, '{c}', '{e}')"
                            for (k, c), e in COMPILED_PROVIDERS.items()),
-           faults=", ".join(f"('{k}', '{m}', '{why.replace(chr(39), chr(39) * 2)}')"
-                            for (k, m), why in SOURCE_PASS_FAULTS.items()))
+           artifacts=", ".join(_artifact_row(a) for a in SCRIPT_ARTIFACTS))
 
 # Groups whose order changed between the previous upstream revision and the latest, among the comparison
 # groups that `{groups}` (a condition on comparison_key) admits.
@@ -279,19 +300,19 @@ CREATE OR REPLACE VIEW session_spread AS
 -- Claims measured in two or more independent sessions: whether each session alone gives the same label.
 -- `kept`: every session agrees; `moved`: they differ without one saying held and another reversed;
 -- `flipped`: one says held and another reversed. `decided_*` count the claims where some session says held
--- or reversed (the replication rate the README publishes).
+-- or reversed (the replication rate the README publishes). Per card: sessions on different cards never pool.
 CREATE OR REPLACE VIEW verdict_replication AS
 WITH claims AS (
-    SELECT kernel, protocol, verdict, coalesce(sessions, 0) >= 2 AS replicated,
+    SELECT kernel, protocol, rerun_gpu AS card, verdict, coalesce(sessions, 0) >= 2 AS replicated,
         list_distinct(list_transform(session_intervals, lambda s: s.verdict)) AS labels
-    FROM claim_checks
+    FROM claim_checks WHERE rerun_gpu IS NOT NULL
 ), marked AS (
     SELECT *, replicated AND len(labels) = 1 AS kept,
         replicated AND list_has_any(labels, ['held', 'reversed']) AS decided_replicated,
         replicated AND list_contains(labels, 'held') AND list_contains(labels, 'reversed') AS flipped
     FROM claims
 )
-SELECT kernel, protocol, count(*) FILTER (WHERE verdict <> 'not re-checked') AS decided_claims,
+SELECT kernel, protocol, card, count(*) FILTER (WHERE verdict <> 'not re-checked') AS decided_claims,
     count(*) FILTER (WHERE replicated) AS replicated, count(*) FILTER (WHERE kept) AS kept,
     count(*) FILTER (WHERE replicated AND NOT kept AND NOT flipped) AS moved,
     count(*) FILTER (WHERE flipped) AS flipped,
