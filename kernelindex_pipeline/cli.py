@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             from kernelindex_pipeline.site.export import export
 
             try:
-                signer = SigningResource.resolved().signer() if args.format == "intoto" else None
+                signer = SigningResource.resolved().signer() if args.format in ("intoto", "html") else None
             except ValueError as exc:
                 raise CliError(f"cannot sign with $KERNELINDEX_SIGNING_KEY: {exc}") from exc
             print(export(args.format, args.directory, signer=signer))

@@ -90,6 +90,9 @@ class KernelSpec:
     # The relative tolerance, by dtype, of the kernel's own upstream tests where it is looser than the rerun
     # protocol's fixed one: the field's correctness rule accepts an error within it (gpu.protocol.field_failures).
     test_tolerances: Mapping[str, float] = field(default_factory=dict)
+    # Whether published workload definitions state the input tensors. A family whose workloads were published
+    # before it had a spec keeps them as published ("inputs": "unknown"): its shapes size its reruns only.
+    shapes_published: bool = True
 
     def canonical(self, source_name: str) -> str:
         """Canonical name of a source parameter name for this kernel."""

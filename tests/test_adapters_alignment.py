@@ -111,13 +111,22 @@ def test_providers_match_reference(kernel, params, dtype):
         pytest.skip(f"liger not checked at {dtype}: {_interpreter_limit(kernel, dtype) or 'liger_kernel missing'}")
 
 
+# Of those, the baselines whose error here is precision, not another quantity: beyond the fixed tolerance, but
+# the level of their dtype under the field's rule (within 10x it), so the correctness check passes them.
+BASELINE_AT_ITS_LEVEL = {("fused_linear_jsd", "bf16")}
+
+
 @pytest.mark.parametrize(("kernel", "dtype"), sorted(BASELINE_FAILS))
 def test_upstream_baseline_failures(kernel, dtype):
-    """The baselines left out above fail for the stated reason, so that a fixed upstream script shows up."""
+    """The baselines left out above miss the fixed tolerance for the stated reason, so that a fixed upstream
+    script shows up; one that computes another quantity fails the field's rule too."""
     impl = load_adapter(kernel)
     baseline = BASELINE[kernel]
     res = check_correctness(impl, [baseline], CASES[kernel][0], dtype, "cpu", seeds=SEEDS)[baseline]
-    assert res["status"] == "failed", BASELINE_FAILS[(kernel, dtype)]
+    beyond = [n for kind in ("outputs", "gradients") for n, v in res[kind].items() if v["rel_error"] > v["tolerance"]]
+    assert beyond, BASELINE_FAILS[(kernel, dtype)]
+    expected = "passed" if (kernel, dtype) in BASELINE_AT_ITS_LEVEL else "failed"
+    assert res["status"] == expected, BASELINE_FAILS[(kernel, dtype)]
 
 
 def test_simpo_baseline_is_the_cpo_loss():

@@ -1,7 +1,8 @@
-"""The rerun adapter of DyT (beta on and off), on the CPU: it satisfies the adapter contract,
+"""The rerun adapters of DyT (beta on and off) and PolyNorm, on the CPU: each satisfies the adapter contract,
 draws seeded inputs in the spec's shapes, builds its providers as the upstream scripts do (float32
 parameters over a low-precision x), and every provider that runs here matches the reference (outputs and
 gradients) through the harness's own correctness check, which also catches a planted wrong provider.
+PolyNorm's spec keeps the workloads published before it existed byte for byte.
 
 Liger's providers run under Triton's CPU interpreter; where the interpreter cannot run Liger's kernel the
 test says why in its skip reason. TRITON_INTERPRET must be set before triton is imported, so this module
@@ -29,22 +30,31 @@ from kernelindex_pipeline.gpu.correctness import rel_error
 # Autouse here: Liger's logs of the optional backends it cannot import say nothing about these kernels.
 _quiet_liger_backend_probe = ac._quiet_liger_backend_probe
 
-# Small shapes: hidden sizes that are not powers of two, beta on and off.
+# Small shapes: hidden sizes that are not powers of two, beta on and off; PolyNorm with the eps its published
+# workloads state and without it (the script's 1e-6).
 CASES = {
     "dyt": [{"tokens": 5, "hidden": 72, "beta": True}, {"tokens": 6, "hidden": 40, "beta": False}],
+    "poly_norm": [{"rows": 5, "hidden": 72, "eps": 1e-6}, {"rows": 6, "hidden": 40}],
 }
 KERNELS, ALL_CASES, CASE_IDS = ac.case_table(CASES)
 # The provider names upstream's runs carry, which the adapters must build to pair with them.
-UPSTREAM_PROVIDERS = {"dyt": {"liger", "torch", "torch_compile"}}
+UPSTREAM_PROVIDERS = {"dyt": {"liger", "torch", "torch_compile"}, "poly_norm": {"liger", "huggingface"}}
 # The upstream baseline each planted-wrong check perturbs (one that runs on the CPU).
-BASELINE = {"dyt": "torch"}
+BASELINE = {"dyt": "torch", "poly_norm": "huggingface"}
+# Whether the eager baseline returns float32 (DyT's layer, which never casts back) or x's dtype (PolyNorm's,
+# which computes in float32 and casts back).
+EAGER_RETURNS_FLOAT32 = {"dyt": True, "poly_norm": False}
 
 _AUTOTUNED = ("Liger's DyT kernels are autotuned, and Triton's autotuner cannot benchmark under the interpreter "
               "(no active driver); its backward also reads a CUDA, XPU or NPU core count that the CPU leaves "
               "unset (UnboundLocalError)")
+_POLY_NORM = ("Liger's PolyNorm forward kernel casts its eps argument with eps.to(tl.float32), and the interpreter "
+              "passes float arguments as Python floats, not tensors; past that, the interpreter gives no value for "
+              "the libdevice rsqrt the kernel calls, and returns garbage for bfloat16 loads")
 # (kernel, provider, dtype or None for every dtype) -> (text the failure shows, why the interpreter cannot run it).
 INTERPRETER_LIMITS = {
     ("dyt", "liger", None): ("0 active drivers", _AUTOTUNED),
+    ("poly_norm", "liger", None): ("has no attribute 'to'", _POLY_NORM),
 }
 
 
@@ -83,13 +93,18 @@ def test_dyt_providers_are_exactly_upstreams():
     assert load_adapter("dyt").PROVIDERS == ("liger", "torch", "torch_compile")
 
 
+def test_poly_norm_providers_are_exactly_upstreams():
+    assert load_adapter("poly_norm").PROVIDERS == ("liger", "huggingface")
+
+
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_inputs_are_seeded_with_the_spec_shapes(kernel, params):
     impl = load_adapter(kernel)
     a, b, c, spec = ac.seeded_inputs(impl, kernel, params)
     assert spec is not None and [t["name"] for t in spec] == list(a)
     for t in spec:
-        ac.assert_seeded_tensor(a[t["name"]], t, b[t["name"]], c[t["name"]])
+        dtype = torch.float32 if t["dtype"] == "fp32" else None
+        ac.assert_seeded_tensor(a[t["name"]], t, b[t["name"]], c[t["name"]], dtype)
 
 
 def test_spec_shapes_follow_upstreams_layers():
@@ -98,6 +113,50 @@ def test_spec_shapes_follow_upstreams_layers():
         == {"x": [4096, 8192], "alpha": [1], "gamma": [8192], "beta": [8192]}
     assert [t["name"] for t in dyt.input_tensors({"tokens": 4096, "hidden": 8192, "beta": False}, "bf16")] \
         == ["x", "alpha", "gamma"]
+    # LigerPolyNorm and the script's eager layer: a float32 weight of three and a float32 scalar bias.
+    poly = kernels.lookup("poly_norm")
+    assert poly.input_tensors({"rows": 2048, "eps": 1e-6, "hidden": 4096}, "bf16") == [
+        {"name": "x", "dtype": "bf16", "shape": [2048, 4096]},
+        {"name": "weight", "dtype": "fp32", "shape": [3]},
+        {"name": "bias", "dtype": "fp32", "shape": []},
+    ]
+
+
+# Two of the poly_norm workloads published before the family had a spec, as the warehouse stores them.
+PUBLISHED_POLY_NORM = {
+    1024: "sha256:5c1f80815eb7354ff49b5bb2b55dff5b1a43f1affd7ace6521288da662ed39fc",
+    32768: "sha256:5b81c76ec99fc3e50b62ec7ceb341aa9a8f942b7a5afc9d860198458eccbdc9e",
+}
+
+
+@pytest.mark.parametrize("hidden", sorted(PUBLISHED_POLY_NORM))
+def test_poly_norm_spec_keeps_its_published_workloads(hidden):
+    """The generic title they were published with, their parameters as stored, their inputs left unknown: the
+    same digest, though the spec now knows the shapes."""
+    from kernelindex_pipeline.core.documents import workload_definition
+
+    w = workload_definition("poly_norm", {"rows": 2048, "eps": 1e-06, "hidden": hidden}, "bf16")
+    assert w["workload_slug"] == f"eps1e_06-hidden{hidden}-rows2048-bf16"
+    title = f"Poly norm · rows = 2048 · hidden = {hidden} · eps = 1e-06 · bf16"
+    assert w["definition"]["metadata"]["title"] == title
+    assert w["definition"]["spec"]["inputs"] == "unknown" and w["shapes_known"] and w["known_kernel"]
+    assert w["workload_digest"] == PUBLISHED_POLY_NORM[hidden]
+
+
+def test_poly_norm_reference_weights_each_power_as_upstream():
+    """weight[0] scales norm(x^3), weight[1] norm(x^2), weight[2] norm(x), then the bias: worked by hand for the
+    row x = (1, 2), where mean(x^2) = 5/2, mean(x^4) = 17/2 and mean(x^6) = 65/2."""
+    impl = load_adapter("poly_norm")
+    x = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    eps, bias = 1e-6, torch.tensor(0.5, dtype=torch.float64)
+    want = {0: [1.0, 8.0], 1: [1.0, 4.0], 2: [1.0, 2.0]}
+    mean_square = {0: 65 / 2, 1: 17 / 2, 2: 5 / 2}
+    for i in range(3):
+        weight = torch.zeros(3, dtype=torch.float64)
+        weight[i] = 2.0
+        (y,) = impl.reference({"x": x, "weight": weight, "bias": bias}, {"eps": eps})
+        expected = torch.tensor([want[i]], dtype=torch.float64) * 2.0 / (mean_square[i] + eps) ** 0.5 + 0.5
+        assert torch.allclose(y, expected, rtol=1e-12, atol=0), i
 
 
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
@@ -116,13 +175,18 @@ def test_bytes_count_x_in_the_workload_dtype_and_parameters_in_float32():
     assert dyt.bytes_moved(off, "bf16", "forward") == 2 * xb + 4 * (1 + 8)
     assert dyt.bytes_moved(on, "bf16", "forward") == 2 * xb + 4 * (1 + 8 + 8)
     assert dyt.bytes_moved(on, "bf16", "backward") == 3 * xb + 4 * (1 + 8) + 4 * (1 + 8 + 8)
+    poly = load_adapter("poly_norm")
+    params = {"rows": 4, "hidden": 8, "eps": 1e-6}
+    assert poly.bytes_moved(params, "bf16", "forward") == 2 * xb + 4 * (3 + 1)
+    assert poly.bytes_moved(params, "bf16", "backward") == 3 * xb + 4 * 3 + 4 * (3 + 1)
+    assert poly.bytes_moved(params, "bf16", "full") == 4 * xb + 2 * 4 * (3 + 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("kernel", "params"), ALL_CASES, ids=CASE_IDS)
 def test_eager_baseline_keeps_float32_parameters_as_upstream(kernel, params, dtype):
     """The scripts move their layers to the device without casting them: float32 parameters holding the
-    drawn values exactly; the eager layer then returns float32."""
+    drawn values exactly; DyT's eager layer then returns float32, PolyNorm's casts back to x's dtype."""
     impl = load_adapter(kernel)
     inputs = impl.make_inputs(params, dtype, 3, "cpu")
     built = impl.build(BASELINE[kernel], inputs, params)
@@ -130,7 +194,7 @@ def test_eager_baseline_keeps_float32_parameters_as_upstream(kernel, params, dty
         if name != "x":
             assert leaf.dtype == torch.float32 and torch.equal(leaf, inputs[name].float()), name
     (y,) = built.fn()
-    assert y.dtype == torch.float32
+    assert y.dtype == (torch.float32 if EAGER_RETURNS_FLOAT32[kernel] else inputs["x"].dtype)
 
 
 @pytest.mark.parametrize(("kernel", "params", "provider", "dtype"), list(_provider_cases()))

@@ -40,13 +40,18 @@ def test_every_claim_has_a_verdict_or_a_reason(shipped_warehouse):
 def test_a_provider_that_cannot_run_settles_its_claims_without_a_partner(shipped_warehouse):
     """Upstream's cuTile backend (a session of its own, LIGER_KERNEL_IMPL=cutile) does not compile on the
     H200: its newest records say so, and that answers every claim it takes part in, also where the other
-    side was last measured in another batch."""
+    side was last measured in another batch; where the card cannot run it (cuTile needs sm_100) the claim
+    is `unsupported_card`, awaiting a card that can."""
     with shipped_warehouse.reader() as con:
         reasons = con.execute(
-            "SELECT DISTINCT c.reason, c.awaiting_rerun FROM claim_checks c WHERE c.protocol = 'kernelindex-device-time' "
-            "AND 'liger_cutile' IN (c.a_provider, c.b_provider) AND c.kernel <> 'multi_token_attention'").fetchall()
+            "SELECT DISTINCT c.reason, c.awaiting_rerun, c.reason_code FROM claim_checks c "
+            "WHERE c.protocol = 'kernelindex-device-time' AND 'liger_cutile' IN (c.a_provider, c.b_provider) "
+            "AND c.kernel <> 'multi_token_attention'").fetchall()
     assert reasons
-    assert all("no rerun provider for liger_cutile" not in r and not awaiting for r, awaiting in reasons), reasons
+    assert all("no rerun provider for liger_cutile" not in r for r, _, _ in reasons), reasons
+    assert all(awaiting == (code == "unsupported_card") for _, awaiting, code in reasons if code != "source_artifact")
+    assert any(code == "unsupported_card" and "sm_" in r or "Tile IR" in r for r, _, code in reasons)
+    reasons = [(r, a) for r, a, _ in reasons]
     assert sum(r.startswith("liger_cutile failed on the rerun: raised ") for r, _ in reasons) >= 3
 
 

@@ -34,6 +34,7 @@ def workload_definition(kernel: str, params: dict, dtype: str | None, implied: d
         parts.append(f"{slug_safe(name)}{slug_safe(text)}" if numeric else f"{slug_safe(name)}-{slug_safe(text)}")
     slug = "-".join(parts + ([dtype] if dtype else []))
     tensors = spec.input_tensors(params, dtype)
+    published_tensors = tensors if spec.shapes_published else None
     definition = {
         "apiVersion": API_VERSION,
         "kind": "WorkloadDefinition",
@@ -43,7 +44,7 @@ def workload_definition(kernel: str, params: dict, dtype: str | None, implied: d
             "parameters": params,
             "dtype": dtype,
             "implied": implied or {},
-            "inputs": tensors if tensors is not None else "unknown",
+            "inputs": published_tensors if published_tensors is not None else "unknown",
             "comparator": "not_asserted",
         },
     }

@@ -648,7 +648,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
            site: Site | None = None, workers: int | None = None, signer=None) -> str:
     """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
     report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it; ``signer`` signs
-    the statements of an ``intoto`` export."""
+    the statements, which an ``intoto`` export writes alone and an ``html`` one under ``statements/``."""
     directory = Path(directory)
     if fmt == "intoto":
         return export_statements(directory, signer)
@@ -714,8 +714,10 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
                f"{removed} stale removed")
     if fmt == "json":
         return f"exported {total} manifests and index.json to {directory} ({written})"
+    # the verdicts' statements, which the record pages link, inside the site
+    statements = export_statements(directory / "statements", signer)
     return (f"exported {total} record pages, {len(summaries)} group pages, {len(titles)} kernel pages and "
-            f"manifests to {directory} ({written})")
+            f"manifests to {directory} ({written}); {statements}")
 
 
 def export_statements(directory: Path, signer=None) -> str:

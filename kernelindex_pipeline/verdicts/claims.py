@@ -232,6 +232,7 @@ VERSION_CHECKS_SCHEMA = pa.schema([
     ("rerun_liger_version", pa.string()), ("verdict_at_source_version", pa.string()),
     ("verdict_at_rerun_version", pa.string()), ("version_effect", pa.string()), ("reason", pa.string()),
     ("evidence_file", pa.string()), ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
+    ("rerun_gpu", pa.string()), ("card_match", pa.string()),
 ])
 # The claims re-checked at the source's own release too: every one reversed under either protocol, and the
 # claims of the seed records' runs.

@@ -147,6 +147,8 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS between_session_sd DOUBLE;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS rerun_release VARCHAR;
 ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS card_match VARCHAR;
 ALTER TABLE verdict_history ADD COLUMN IF NOT EXISTS card_match VARCHAR;
+ALTER TABLE version_checks ADD COLUMN IF NOT EXISTS rerun_gpu VARCHAR;
+ALTER TABLE version_checks ADD COLUMN IF NOT EXISTS card_match VARCHAR;
 """
 
 def manifests_sql(run_manifests: str = "run_manifests") -> str:

@@ -23,10 +23,6 @@ PROTOCOL_NAMES_SQL = f"""(
           FROM protocols GROUP BY ALL))"""
 
 
-# How far apart independent rerun sessions put the same ratio: for each pair of providers (and
-# implementation revision) measured on one workload, stack and protocol in two or more sessions, the sample
-# standard deviation over sessions of log(median b / median a); per kernel and protocol, the median and the
-# 90th percentile of those, and (kernel NULL) over every kernel.
 # Reruns that built their tensors in another dtype than the source's script builds for their workload (its
 # own, or where the source's runs state none `KernelSpec.script_dtype`): they measured another workload.
 OTHER_DTYPE_RERUNS_SQL = f"""
@@ -39,6 +35,10 @@ JOIN (SELECT DISTINCT w.workload_digest, coalesce(json_extract_string(w.definiti
 WHERE c.tensor_dtype <> s.script_dtype
 """
 
+# How far apart independent rerun sessions put the same ratio: for each pair of providers (and
+# implementation revision) measured on one workload, stack and protocol in two or more sessions, the sample
+# standard deviation over sessions of log(median b / median a); per kernel and protocol, the median and the
+# 90th percentile of those, and (kernel NULL) over every kernel.
 SESSION_SPREAD_SQL = f"""
 WITH protocols AS (
     SELECT * FROM (VALUES {PROTOCOLS_VALUES}) p(protocol, family)
