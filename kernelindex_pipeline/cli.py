@@ -32,8 +32,14 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Pool limits are left to deployments (`dagster instance concurrency set warehouse 1`): here a killed
 # ingest would keep its slot with no daemon to free it, and the warehouse's file lock already serializes
 # writers.
+# The instance the command line makes under KERNELINDEX_HOME: on one machine each pool takes one run at a time
+# (the warehouse's writer; one GPU rerun, `gpu`). A deployment sets its own: `dagster instance concurrency set
+# gpu <GPUs>`.
 INSTANCE_YAML = """telemetry:
   enabled: false
+concurrency:
+  pools:
+    default_limit: 1
 """
 
 

@@ -57,3 +57,14 @@ def test_matmul_ceiling_problems_are_the_square_and_each_mlp_gemm_once():
                   (seed["intermediate"], seed["hidden"], tokens)]:
         assert shape in shapes
     assert matmul_problems(targets_named("all", ["rms_norm", "rope"])) == [SQUARE]
+
+
+def test_the_command_lines_instance_gives_the_gpu_pool_one_rerun_at_a_time(tmp_path):
+    """Before a launch, the Dagster instance `kernelindex` makes holds one GPU rerun at a time (a pool with a
+    limit), and the asset says it needs a CUDA GPU of its partition's card."""
+    from kernelindex_pipeline.cli import _dagster_instance
+    from kernelindex_pipeline.warehouse.store import Warehouse
+
+    instance = _dagster_instance(Warehouse(tmp_path))
+    assert instance.event_log_storage.get_concurrency_info("gpu").limit == 1
+    assert "GPU" in reruns.gpu_reruns.op.description and "card" in reruns.gpu_reruns.op.description

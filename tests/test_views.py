@@ -105,16 +105,17 @@ def test_rank_changes_compare_orders(analyst_home):
 
 def test_views_name_the_card_as_claim_checks_do_and_one_group_per_card_and_protocol(analyst_home):
     """`gpu` in the views is model and form factor, claim_checks' spelling: a claim's source runs are found
-    under its source_gpu, and within a kernel, pass, metric and workload, a card, protocol and (for reruns) the
-    Liger release that ran is one group: a session at the source's own release is a stack of its own."""
+    under its source_gpu, and within a kernel, pass, metric and workload, a card, protocol and stack is one
+    group (a rerun session at the source's own Liger release is a stack of its own)."""
     (joined,) = rows(analyst_home, """
         SELECT count(*) AS claims, count(l.run_id) AS found FROM claim_checks c
         LEFT JOIN leaderboard l ON l.run_id = c.a_run_id AND l.gpu = c.source_gpu""")
     assert joined["claims"] > 0 and joined["found"] == joined["claims"]
     (groups,) = rows(analyst_home, """
-        SELECT count(*) AS n FROM (SELECT kernel, operation_mode, metric, workload_slug, gpu, protocol,
-                                          CASE WHEN evidence_level = 'kernelindex-controlled' THEN liger_version END
-                                   FROM leaderboard GROUP BY ALL HAVING count(DISTINCT comparison_key) > 1)""")
+        SELECT count(*) AS n FROM (SELECT l.kernel, l.operation_mode, l.metric, l.workload_slug, l.gpu, l.protocol,
+                                          r.environment_digest
+                                   FROM leaderboard l JOIN runs r USING (run_id)
+                                   GROUP BY ALL HAVING count(DISTINCT l.comparison_key) > 1)""")
     assert groups["n"] == 0
     cards = {r["gpu"] for r in rows(analyst_home, "SELECT DISTINCT gpu FROM leaderboard WHERE gpu_model = 'NVIDIA H100'")}
     assert cards >= {"NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"}

@@ -48,11 +48,11 @@ def rerun_partition(kernel: str, device_name: str) -> dg.MultiPartitionKey:
 @dg.asset(group_name="gpu", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
           partitions_def=RERUN_PARTITIONS)
 def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Re-measures one covered kernel family on one card (its partition) on this machine's GPU, which must be
-    that card, for the workloads and
-    providers its source comparison groups hold: correctness first on fresh random inputs, then timing
-    under KernelIndex's protocol and the source's own (do_bench) harness; writes one evidence file
-    (gzipped JSONL) into the evidence directory, within ``device_minutes``."""
+    """Needs a CUDA GPU of its partition's card (run it on a GPU node: the `gpu` pool, one rerun per GPU).
+    Re-measures one covered kernel family on that card, for the workloads and providers its source comparison
+    groups hold: correctness first on fresh random inputs, then timing under KernelIndex's protocol and the
+    source's own (do_bench) harness; writes one evidence file (gzipped JSONL) into the evidence directory,
+    within ``device_minutes``."""
     from kernelindex_pipeline.gpu.device import cuda_available
 
     if not cuda_available():
