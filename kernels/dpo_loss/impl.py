@@ -31,7 +31,6 @@ float64 logits would not fit, and float32 is far more precise than the bfloat16 
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -40,8 +39,11 @@ from kernels.dpo_loss.loss import dpo_loss, hf_dpo_loss
 from kernels.engines.lm_head import (
     chunked_label,
     compiled_on,
+    flag,
     liger_chunked_loss,
+    linear_bias,
     linear_weight,
+    loss_params,
 )
 from kernels.spec import DTYPE_BYTES
 from kernels.tensors import (
@@ -60,28 +62,6 @@ FWD_PER_REF_LOGIT = 4
 BWD_PER_LOGIT = 3
 
 
-def _flag(value) -> bool:
-    """A workload's boolean parameter, stored as JSON true/false (or its string)."""
-    return value is True or str(value).lower() == "true"
-
-
-def _loss_params(params) -> tuple[float, int]:
-    """(beta, ignore_index) of a workload."""
-    return float(params["beta"]), int(params["ignore_index"])
-
-
-def _linear_bias(
-    out_features: int,
-    in_features: int,
-    gen: torch.Generator,
-    device,
-) -> torch.Tensor:
-    """A float32 bias as ``torch.nn.Linear`` initializes it, U(-1/sqrt(in), 1/sqrt(in))."""
-    bound = 1.0 / math.sqrt(in_features)
-    u = torch.rand((out_features,), generator=gen, device=device, dtype=torch.float32)
-    return u.mul_(2 * bound).sub_(bound)
-
-
 class DPOLoss(Adapter):
     KERNEL = "dpo_loss"
     OUTPUT_NAMES = ("loss",)
@@ -91,7 +71,7 @@ class DPOLoss(Adapter):
     def dims(self, params) -> tuple[int, int, int, int]:
         """(batch, seq, hidden, vocab): the spec's rows split into ``batch`` sequences of ``seq`` tokens, an
         even number (chosen, then rejected)."""
-        if not _flag(params.get("bias", False)):
+        if not flag(params.get("bias", False)):
             raise ValueError(f"{self.KERNEL}: the adapter covers the script's biased trained head (bias true), "
                              f"not bias {params.get('bias')!r}")
         s = input_shapes(self.KERNEL, params)
@@ -104,7 +84,7 @@ class DPOLoss(Adapter):
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         batch, seq, hidden, vocab = self.dims(params)
-        _, ignore_index = _loss_params(params)
+        _, ignore_index = loss_params(params)
         rows = batch * seq
         gen = generator(seed, device)
         td = RERUN_DTYPES[dtype]
@@ -117,7 +97,7 @@ class DPOLoss(Adapter):
             "x": x.to(td),
             "weight": linear_weight(vocab, hidden, gen, device).to(td),
             "target": target,
-            "bias": _linear_bias(vocab, hidden, gen, device).to(td),
+            "bias": linear_bias(vocab, hidden, gen, device).to(td),
             "ref_x": ref_x.to(td),
             "ref_weight": linear_weight(vocab, hidden, gen, device).to(td),
         }
@@ -137,11 +117,11 @@ class DPOLoss(Adapter):
         }
 
     def reference(self, inputs, params):
-        beta, ignore_index = _loss_params(params)
+        beta, ignore_index = loss_params(params)
         return (dpo_loss(**self._split(inputs, params), beta=beta, ignore_index=ignore_index),)
 
     def _liger(self, provider, inputs, params) -> Built:
-        beta, ignore_index = _loss_params(params)
+        beta, ignore_index = loss_params(params)
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         args = self._split({**inputs, **leaves}, params)
         cls = liger_chunked_loss("dpo_loss", "LigerFusedLinearDPOLoss")
@@ -157,7 +137,7 @@ class DPOLoss(Adapter):
         return self.built(fn, leaves, chunked_label("LigerFusedLinearDPOLoss", leaves["weight"]))
 
     def _huggingface(self, provider, inputs, params) -> Built:
-        beta, ignore_index = _loss_params(params)
+        beta, ignore_index = loss_params(params)
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         args = self._split({**inputs, **leaves}, params)
         label = (f"PyTorch {torch.__version__} equivalent of the upstream HF DPO loss (TorchLMHeadDPO, "

@@ -23,7 +23,6 @@ comparison with the reference fails; see ``kernels.kto_loss.loss``.
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -33,8 +32,11 @@ from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, 
 from kernels.engines.lm_head import (
     chunked_label,
     compiled_on,
+    flag,
     liger_chunked_loss,
+    linear_bias,
     linear_weight,
+    loss_params,
 )
 from kernels.kto_loss.loss import hf_kto_loss, kto_loss
 
@@ -42,28 +44,6 @@ from kernels.kto_loss.loss import hf_kto_loss, kto_loss
 # for the trained head: the log-softmax gradient and the bias gradient's reduction.
 FWD_PER_LOGIT = 5
 BWD_PER_LOGIT = 3
-
-
-def _flag(value) -> bool:
-    """A workload's boolean parameter, stored as JSON true/false (or its string)."""
-    return value is True or str(value).lower() == "true"
-
-
-def _loss_params(params) -> tuple[float, int]:
-    """(beta, ignore_index) of a workload."""
-    return float(params["beta"]), int(params["ignore_index"])
-
-
-def _linear_bias(
-    out_features: int,
-    in_features: int,
-    gen: torch.Generator,
-    device,
-) -> torch.Tensor:
-    """A float32 bias as ``torch.nn.Linear`` initializes it, U(-1/sqrt(in), 1/sqrt(in))."""
-    bound = 1.0 / math.sqrt(in_features)
-    u = torch.rand((out_features,), generator=gen, device=device, dtype=torch.float32)
-    return u.mul_(2 * bound).sub_(bound)
 
 
 class KTOLoss(Adapter):
@@ -79,14 +59,14 @@ class KTOLoss(Adapter):
         seq = int(params["seq"])
         if rows % seq or rows < 4:
             raise ValueError(f"{self.KERNEL}: {rows} rows are not whole sequences of {seq} tokens (4 rows at least)")
-        if not _flag(params.get("bias", False)):
+        if not flag(params.get("bias", False)):
             raise ValueError(f"{self.KERNEL}: the adapter covers the script's biased heads (bias true), "
                              f"not bias {params.get('bias')!r}")
         return rows // seq, seq, hidden, s["weight"][0]
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         batch, seq, hidden, vocab = self.dims(params)
-        _, ignore_index = _loss_params(params)
+        _, ignore_index = loss_params(params)
         rows = batch * seq
         gen = generator(seed, device)
         td = RERUN_DTYPES[dtype]
@@ -101,10 +81,10 @@ class KTOLoss(Adapter):
             "x": x.to(td),
             "weight": linear_weight(vocab, hidden, gen, device).to(td),
             "target": target,
-            "bias": _linear_bias(vocab, hidden, gen, device).to(td),
+            "bias": linear_bias(vocab, hidden, gen, device).to(td),
             "ref_x": ref_x.to(td),
             "ref_weight": linear_weight(vocab, hidden, gen, device).to(td),
-            "ref_bias": _linear_bias(vocab, hidden, gen, device).to(td),
+            "ref_bias": linear_bias(vocab, hidden, gen, device).to(td),
             "preference_labels": chosen,
             "kl": kl.to(td),
         }
@@ -126,11 +106,11 @@ class KTOLoss(Adapter):
         }
 
     def reference(self, inputs, params):
-        beta, ignore_index = _loss_params(params)
+        beta, ignore_index = loss_params(params)
         return (kto_loss(**self._split(inputs, params), beta=beta, ignore_index=ignore_index),)
 
     def _liger(self, provider, inputs, params) -> Built:
-        beta, ignore_index = _loss_params(params)
+        beta, ignore_index = loss_params(params)
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         args = self._split({**inputs, **leaves}, params)
         cls = liger_chunked_loss("kto_loss", "LigerFusedLinearKTOLoss")
@@ -153,7 +133,7 @@ class KTOLoss(Adapter):
         return self.built(fn, leaves, chunked_label("LigerFusedLinearKTOLoss", leaves["weight"]))
 
     def _huggingface(self, provider, inputs, params) -> Built:
-        beta, ignore_index = _loss_params(params)
+        beta, ignore_index = loss_params(params)
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         args = self._split({**inputs, **leaves}, params)
         label = (f"PyTorch {torch.__version__} equivalent of the upstream HF KTO loss (TorchLMHeadKTO, "

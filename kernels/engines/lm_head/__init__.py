@@ -19,6 +19,12 @@ from kernels.tensors import RERUN_BYTES, per_mode
 
 
 
+def _nn_linear_uniform(shape: tuple[int, ...], in_features: int, gen: torch.Generator, device) -> torch.Tensor:
+    bound = 1.0 / math.sqrt(in_features)
+    u = torch.rand(shape, generator=gen, device=device, dtype=torch.float32)
+    return u.mul_(2 * bound).sub_(bound)
+
+
 def linear_weight(
     out_features: int,
     in_features: int,
@@ -27,9 +33,22 @@ def linear_weight(
 ) -> torch.Tensor:
     """A float32 weight drawn like ``torch.nn.Linear``'s default initialization, U(-1/sqrt(in), 1/sqrt(in)),
     the weights the upstream scripts time (they never overwrite them), here from a seeded generator."""
-    bound = 1.0 / math.sqrt(in_features)
-    u = torch.rand((out_features, in_features), generator=gen, device=device, dtype=torch.float32)
-    return u.mul_(2 * bound).sub_(bound)
+    return _nn_linear_uniform((out_features, in_features), in_features, gen, device)
+
+
+def linear_bias(out_features: int, in_features: int, gen: torch.Generator, device) -> torch.Tensor:
+    """A float32 bias as ``torch.nn.Linear`` initializes it, U(-1/sqrt(in), 1/sqrt(in))."""
+    return _nn_linear_uniform((out_features,), in_features, gen, device)
+
+
+def flag(value) -> bool:
+    """A workload's boolean parameter, stored as JSON true/false (or its string)."""
+    return value is True or str(value).lower() == "true"
+
+
+def loss_params(params) -> tuple[float, int]:
+    """(beta, ignore_index) of a preference-loss workload."""
+    return float(params["beta"]), int(params["ignore_index"])
 
 
 def liger_chunked_loss(
