@@ -37,17 +37,21 @@ def randn(shape, dtype: torch.dtype, gen: torch.Generator, device, scale: float 
 
 class Draws:
     """Seeded inputs of one workload: the spec's ``shapes``, one generator ``gen`` seeded with the seed (every
-    draw advances it, so their order is part of the inputs), the run's ``dtype``."""
+    draw advances it, so their order is part of the inputs), the run's ``dtype``, and ``dtypes``, the floating
+    dtypes the spec names for some inputs (PolyNorm's float32 parameters)."""
 
     def __init__(self, kernel: str, params: Mapping[str, object], dtype: str, seed: int, device):
-        self.shapes = input_shapes(kernel, params)
+        tensors = _described(kernel, params)
+        self.shapes = {t["name"]: t["shape"] for t in tensors}
+        self.dtypes = {t["name"]: RERUN_DTYPES[t["dtype"]] for t in tensors if t["dtype"] in RERUN_DTYPES}
         self.gen = generator(seed, device)
         self.dtype = RERUN_DTYPES[dtype]
         self.device = device
 
     def normal(self, name: str, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
-        """The input ``name`` drawn from a normal distribution (``randn``)."""
-        return randn(self.shapes[name], self.dtype, self.gen, self.device, scale, shift)
+        """The input ``name`` drawn from a normal distribution (``randn``), in its spec's dtype where the spec
+        names one, else the run's."""
+        return randn(self.shapes[name], self.dtypes.get(name, self.dtype), self.gen, self.device, scale, shift)
 
 
 # The upstream gradients are drawn from a generator of their own, seeded this far from the check's seed,
@@ -69,11 +73,17 @@ def numel(shape) -> int:
 def input_shapes(kernel: str, params: Mapping[str, object], shown=None) -> dict[str, list[int]]:
     """{input name: shape} of a workload, as the kernel's spec describes its inputs; a ValueError naming the
     parameters (``shown``, else ``params``) where the spec gives none for them."""
+    return {t["name"]: t["shape"] for t in _described(kernel, params, shown)}
+
+
+def _described(kernel: str, params: Mapping[str, object], shown=None) -> list[dict]:
+    """The spec's input tensors of a workload ([{name, dtype, shape}], dtype ``unknown`` where the spec leaves it
+    to the run), or the ValueError ``input_shapes`` raises."""
     tensors = kernels.lookup(kernel).input_tensors(params, None)
     if tensors is None:
         named = dict(params if shown is None else shown)
         raise ValueError(f"{kernel}: the spec gives no input shapes for parameters {named}")
-    return {t["name"]: t["shape"] for t in tensors}
+    return tensors
 
 
 def leaf_copies(inputs: Mapping[str, torch.Tensor], names) -> dict[str, torch.Tensor]:
