@@ -68,6 +68,27 @@ def test_only_unchecked_keeps_workloads_awaiting_a_rerun(shipped_warehouse):
     assert len(unchecked) < len(every)
 
 
+def test_own_card_targets_the_claims_no_rerun_on_their_model_has_checked(shipped_warehouse):
+    from kernelindex_pipeline.core.catalog import GPUS
+
+    with shipped_warehouse.reader() as con:
+        h100 = T.warehouse_targets(con, own_card="NVIDIA H100 80GB HBM3")
+        by_card = con.execute("""
+            SELECT r.workload_digest, c.source_gpu LIKE 'NVIDIA H100%' AS on_h100,
+                   coalesce(c.card_match, '') IN ('same_card', 'same_model') AS checked_on_model,
+                   c.card_match IS NULL AND NOT c.awaiting_rerun AS settled_elsewhere
+            FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id""").fetchall()
+        with pytest.raises(ValueError, match="unknown card"):
+            T.warehouse_targets(con, own_card="NVIDIA H999")
+    digests = {d for t in h100 for d in t["workload_digests"]}
+    wanted = {d for d, on_h100, checked, settled in by_card if on_h100 and not checked and not settled}
+    assert wanted and wanted <= digests
+    # A workload only claimed on other models, or already checked on an H100, is not a target.
+    elsewhere = {d for d, on_h100, _, _ in by_card if not on_h100} - {d for d, on_h100, _, _ in by_card if on_h100}
+    assert elsewhere and not digests & elsewhere
+    assert GPUS["NVIDIA H100 NVL"].product == GPUS["NVIDIA H100 80GB HBM3"].product
+
+
 def test_export_writes_what_the_device_reads(analyst_home, tmp_path, capsys):
     from kernelindex_pipeline.gpu.rerun import read_targets
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import kernels
 from kernels.adapter import load_adapter
 
-from kernelindex_pipeline.core.catalog import SOURCE_NATIVE
+from kernelindex_pipeline.core.catalog import CARDS_VALUES, GPUS, SOURCE_NATIVE, gpu_label_sql
 from kernelindex_pipeline.gpu.protocol import TIMED_MODES
 from kernelindex_pipeline.gpu.workloads import PROVIDER_TAGS, input_bytes, tagged, tensor_dtype, write_targets
 
@@ -84,6 +84,14 @@ SELECT DISTINCT r.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r
 WHERE c.awaiting_rerun
 """
 
+# Workloads of claims made on a card model (the source's model, ?) that no rerun on that model has checked yet.
+NOT_ON_OWN_MODEL_SQL = f"""
+SELECT DISTINCT r.kernel, r.workload_digest
+FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id
+    JOIN (VALUES {CARDS_VALUES}) g(device, gpu, form_factor) ON c.source_gpu = {gpu_label_sql('g')}
+WHERE g.gpu = ? AND (c.card_match = 'other_card' OR (c.card_match IS NULL AND c.awaiting_rerun))
+"""
+
 # Providers whose newest rerun of a workload had no adapter to build them then (their claims are unchecked).
 PROVIDER_MISSING_SQL = """
 SELECT DISTINCT kernel, workload_digest, provider FROM (
@@ -122,16 +130,24 @@ def impl_providers(kernel: str) -> tuple[str, ...]:
     return tuple(load_adapter(kernel).PROVIDERS)
 
 
-def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool = False) -> list[dict]:
+def warehouse_targets(con, only: list[str] | None = None, only_unchecked: bool = False,
+                      own_card: str | None = None) -> list[dict]:
     """Rerun targets from the current source-native ranked runs: one per kernel family and distinct
     (workload parameters, dtype), with the providers the source compares that the adapter can build
     (the others listed as ``unavailable``; KernelIndex's own where the adapter has one) and the modes
     the source measured, in ``coverage_first`` order. A provider the source names by its Liger backend tag
     (``PROVIDER_TAGS``) is measured by the adapter provider it renames, listed in ``aliases``.
     ``only_unchecked``: only workloads awaiting a rerun, those with a claim that is not re-checked for want
-    of (sampled) rerun evidence or of a provider the adapters can build now."""
+    of (sampled) rerun evidence or of a provider the adapters can build now.
+    ``own_card`` (a device name, as ``torch.cuda.get_device_name`` gives it): only workloads with a claim made
+    on that card's model that no rerun on the model has checked, for a session on that card."""
     chosen = [k for k in kernels.FAMILIES if only is None or k in only]
     awaiting = set(con.execute(AWAITING_RERUN_SQL).fetchall()) if only_unchecked else None
+    if own_card is not None:
+        if own_card not in GPUS:
+            raise ValueError(f"unknown card {own_card!r}; expected one of {sorted(GPUS)}")
+        on_model = set(con.execute(NOT_ON_OWN_MODEL_SQL, [GPUS[own_card].product]).fetchall())
+        awaiting = on_model if awaiting is None else awaiting | on_model
     missing = {}
     if only_unchecked:
         for kernel, digest, provider in con.execute(PROVIDER_MISSING_SQL).fetchall():
@@ -227,6 +243,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", nargs="*", help="only these kernels")
     ap.add_argument("--only-unchecked", action="store_true",
                     help="only workloads awaiting a rerun: a claim not re-checked for want of rerun evidence")
+    ap.add_argument("--own-card", metavar="DEVICE",
+                    help="only workloads of claims made on this card's model (a device name such as "
+                    "'NVIDIA H100 80GB HBM3') that no rerun on the model has checked yet")
     ap.add_argument("--replication-sample", type=float, metavar="FRACTION",
                     help="a stratified random sample (this fraction of each kernel's workloads with verdicts, at "
                     "least one) for a replication session of its own")
@@ -253,7 +272,7 @@ def main(argv=None) -> int:
             targets = [t for t in replication_targets(con, args.replication_sample, args.seed)
                        if not args.kernels or t["kernel"] in args.kernels]
         else:
-            targets = warehouse_targets(con, args.kernels or None, args.only_unchecked)
+            targets = warehouse_targets(con, args.kernels or None, args.only_unchecked, args.own_card)
     write_targets(Path(args.out), targets)
     kernels_seen = list(dict.fromkeys(t["kernel"] for t in targets))
     print(f"wrote {len(targets)} targets over {len(kernels_seen)} kernels to {args.out}")

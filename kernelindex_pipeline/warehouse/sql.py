@@ -60,6 +60,11 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str,
         "ORDER BY ordinal_position", [table]).fetchall()
 
 
+# A row's digest: what tells whole rows apart, without holding wide rows (runs' records, their samples) in
+# the comparison's hash table.
+ROW_DIGEST = "md5(row(*COLUMNS(*))::VARCHAR)"
+
+
 def replace_if_changed(con: duckdb.DuckDBPyConnection, table: str, query: str, params=None) -> bool:
     """Replace a table's rows with a query's, only where they differ; returns whether anything changed."""
     return replace_where(con, table, "true", query, params)
@@ -75,6 +80,8 @@ def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query:
     replaces all the rows that satisfy `where`. `compare` names the columns that tell rows apart (a digest
     of the others, say); `materialize` False reads `query` each time rather than copying its rows (for a
     query that only reads a staged table). The cost follows the rows in `where`, not the table."""
+    if key is None and compare == "*":
+        compare = ROW_DIGEST
     columns = ", ".join(name for name, _ in table_columns(con, table))
     kind = "TABLE" if materialize else "VIEW"
     con.execute(f"CREATE OR REPLACE TEMP {kind} _next AS SELECT {columns} FROM ({query})", params or [])
