@@ -621,3 +621,19 @@ def test_a_claim_whose_source_measured_something_else_is_a_named_source_artifact
     [(reversed_artifacts,)] = query(both_home, "SELECT count(*) FROM claim_checks WHERE verdict = 'reversed' "
                                                "AND source_artifact SIMILAR TO '(different_quantity|pass_includes_forward|other_pass|forward_computes_gradients).*'")
     assert reversed_artifacts == 0
+
+
+def test_kernel_pages_explain_the_sessions_that_disagreed(both_home):
+    """A claim whose sessions alone flip between held and reversed is listed on its kernel's page with each
+    session's interval and the verdict that pools them."""
+    from kernelindex_pipeline.site.export import FLIPPED_SQL, kernel_verdict_sections
+
+    with Warehouse(both_home).reader() as con:
+        sections = kernel_verdict_sections(con)
+        flipped = con.execute(FLIPPED_SQL).fetchall()
+    assert flipped
+    assert {k for k, html in sections.items() if "Sessions that disagreed" in html} == {row[0] for row in flipped}
+    for kernel, *_, verdict, ratio, low, high, _sd, sessions in flipped:
+        html = sections[kernel]
+        assert f"{verdict} {ratio:.3f} [{low:.3f}, {high:.3f}]" in html
+        assert all(f"{s['verdict']} {s['ratio']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" in html for s in sessions)

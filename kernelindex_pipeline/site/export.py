@@ -148,11 +148,27 @@ SELECT kernel, protocol, card, decided_claims, replicated, kept, moved, flipped,
     decided_kept_pct
 FROM verdict_replication WHERE replicated > 0 ORDER BY kernel, protocol, card
 """
+# Claims whose sessions alone disagree (one held, another reversed): each session's interval, and the verdict
+# that pools them with the spread between sessions.
+FLIPPED_SQL = """
+SELECT kernel, protocol, rerun_gpu, workload_slug, operation_mode, metric, a_provider, b_provider, verdict,
+    rerun_ratio, ci_low, ci_high, between_session_sd,
+    list_transform(session_intervals, lambda s: {'verdict': s.verdict, 'ratio': s.rerun_ratio, 'low': s.ci_low,
+                                                 'high': s.ci_high}) AS sessions
+FROM claim_checks
+WHERE list_contains(list_transform(session_intervals, lambda s: s.verdict), 'held')
+  AND list_contains(list_transform(session_intervals, lambda s: s.verdict), 'reversed')
+ORDER BY kernel, protocol, rerun_gpu, workload_slug, operation_mode, metric, a_provider, b_provider
+"""
 ARTIFACTS_SQL = """
 SELECT kernel, operation_mode, string_agg(DISTINCT gpu, ', ' ORDER BY gpu) AS gpus, count(*) AS runs,
     min(reason) AS example
 FROM source_artifacts GROUP BY kernel, operation_mode ORDER BY kernel, operation_mode
 """
+
+
+def _interval(ratio, low, high) -> str:
+    return "—" if ratio is None else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def kernel_verdict_sections(con) -> dict[str, str]:
@@ -167,13 +183,28 @@ def kernel_verdict_sections(con) -> dict[str, str]:
         rows[kernel].append(f"<tr><td>{_e(protocol)}</td><td>{_e(card)}</td><td>{replicated} of {decided}</td><td>{kept}</td>"
                             f"<td>{moved}</td><td>{flipped}</td><td>{dk} of {dr}"
                             f"{f' ({pct:g}%)' if pct is not None else ''}</td></tr>")
+    flips: dict[str, list[str]] = defaultdict(list)
+    for (kernel, protocol, card, slug, mode, metric, a, b, verdict, ratio, low, high, sd,
+         sessions) in con.execute(FLIPPED_SQL).fetchall():
+        each = "; ".join(f"{s['verdict']} {_interval(s['ratio'], s['low'], s['high'])}" for s in sessions)
+        spread = "" if sd is None else f' <span class="muted">(between sessions: sd {sd:.3f})</span>'
+        flips[kernel].append(
+            f"<tr><td>{_e(f'{b} vs {a}, {mode} {metric}, {slug}')}</td><td>{_e(protocol)}</td><td>{_e(card)}</td>"
+            f"<td>{_e(each)}</td><td>{_e(verdict)} {_e(_interval(ratio, low, high))}{spread}</td></tr>")
     for kernel, body in rows.items():
+        flipped_note = "" if not flips[kernel] else (
+            "<h3>Sessions that disagreed</h3><p>In these claims one session alone held and another alone "
+            "reversed: each session's interval is narrower than the difference between the sessions, which is "
+            "run-to-run variation of our own GPU that a single session cannot see. The verdict pools the sessions "
+            "with the spread between them, so it claims no more than every session supports.</p><table><thead><tr><th>claim</th>"
+            "<th>protocol</th><th>card</th><th>each session: verdict, ratio [95% CI]</th><th>pooled verdict</th>"
+            f"</tr></thead><tbody>{''.join(flips[kernel])}</tbody></table>")
         out[kernel].append(
             "<section id=\"replication\"><h2>Do the verdicts replicate?</h2><p>Claims measured again in an "
             "independent rerun session (own process, inputs and warm-up), and whether each session alone gives "
             "the same verdict, per card.</p><table><thead><tr><th>protocol</th><th>card</th><th>claims in 2+ sessions</th><th>kept</th>"
             "<th>moved</th><th>flipped held ↔ reversed</th><th>held/reversed kept</th></tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></section>")
+            f"<tbody>{''.join(body)}</tbody></table>{flipped_note}</section>")
     for kernel, mode, gpus, runs, example in con.execute(ARTIFACTS_SQL).fetchall():
         out[kernel].append(
             f"<section class=\"source-artifacts\"><h2>Source artifacts · {_e(mode)}</h2><p class=\"flag "
