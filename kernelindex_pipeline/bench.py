@@ -2,10 +2,11 @@
 [--json FILE]`.
 
 Over both shipped sources (Liger's main-branch files and its gh-pages runs), with `--history N` their whole
-history repeated N times (each copy later in time, under new commits and run ids):
+history repeated N times (each copy earlier in time, under new commits and run ids):
 (a) full backfill, `kernelindex ingest` into an empty home in a fresh process, Dagster included;
 (b) a no-op `kernelindex ingest` (nothing new upstream);
-(c) K nightlies, each finding one new revision (the newest main-branch file again, moved later in time);
+(c) K nightlies, each finding one new revision (the newest main-branch file again as new runs, committed
+    a day after the last);
 (d) the DuckDB file after the nightlies against a fresh build of the same revisions;
 (e) normalization throughput on a synthetic CSV of R rows built from real rows;
 (f) with `--export`, `kernelindex export --format html` of the fresh build, and again over its own output;
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from kernelindex_pipeline.defs.resources import SHIPPED_SOURCES, SHIPPED_UPSTREAM
@@ -60,8 +62,9 @@ def _new_commit(salt: str, commit: str) -> str:
     return hashlib.sha1(f"{salt}:{commit}".encode()).hexdigest()
 
 
-def _later(iso: str, years: int) -> str:
-    return f"{int(iso[:4]) + years:04d}{iso[4:]}"
+def _shifted(iso: str, years: int = 0, days: int = 0) -> str:
+    moved = datetime.fromisoformat(iso)
+    return (moved.replace(year=moved.year + years) + timedelta(days=days)).isoformat()
 
 
 def _read_index(directory: Path) -> list[dict]:
@@ -79,8 +82,9 @@ def _write_index(directory: Path, rows: list[dict]) -> None:
 
 def synthetic_history(out: Path, copies: int) -> list[Path]:
     """Both shipped source directories under `out`, with `copies - 1` later copies of their whole history:
-    copy k moves every revision and every row's timestamp k years on, under new commit ids (and, for
-    gh-pages, new run directories). Returns the directories."""
+    copy k moves every revision and every row's timestamp k years back, under new commit ids (and, for
+    gh-pages, new run directories), so that no revision lies past the ingest's clock. Returns the
+    directories."""
     made = []
     for shipped in SHIPPED_SOURCES:
         directory = out / shipped.name
@@ -94,9 +98,9 @@ def synthetic_history(out: Path, copies: int) -> list[Path]:
                 name = f"copy{k}__{row['file']}" if row["file"] else ""
                 if name:
                     data = gzip.decompress((shipped / row["file"]).read_bytes())
-                    (directory / name).write_bytes(gzip.compress(shift_years(data, k), compresslevel=1, mtime=0))
+                    (directory / name).write_bytes(gzip.compress(shift_years(data, -k), compresslevel=1, mtime=0))
                 history.append({"commit": _new_commit(str(k), row["commit"]) if k else row["commit"],
-                                "committed_at": _later(row["committed_at"], k), "path": path, "file": name})
+                                "committed_at": _shifted(row["committed_at"], -k), "path": path, "file": name})
         _write_index(directory, history)
         for extra in shipped.glob("*.json"):
             (directory / extra.name).write_bytes(extra.read_bytes())
@@ -105,17 +109,18 @@ def synthetic_history(out: Path, copies: int) -> list[Path]:
 
 
 def add_nightly_revision(main: Path, n: int, copies: int) -> None:
-    """One more revision of the main-branch file: its newest snapshot, every row `copies + n` years on."""
+    """One more revision of the main-branch file, committed a day after the newest: its newest snapshot as
+    new runs (every row `copies + n - 1` years back, a year no copy of history uses)."""
     rows = _read_index(main)
     newest = max((r for r in rows if r["file"] and r["path"].endswith("/all_benchmark_data.csv")),
                  key=lambda r: r["committed_at"])
-    years = copies + n
+    years = -(copies + n - 1)
     name = f"nightly{n}.csv.gz"
     data = gzip.decompress((main / newest["file"]).read_bytes())
     (main / name).write_bytes(gzip.compress(shift_years(data, years), compresslevel=1, mtime=0))
     latest = max(r["committed_at"] for r in rows)
     rows.append({"commit": _new_commit(f"nightly{n}", newest["commit"]),
-                 "committed_at": _later(latest, 1), "path": newest["path"], "file": name})
+                 "committed_at": _shifted(latest, days=1), "path": newest["path"], "file": name})
     _write_index(main, rows)
 
 

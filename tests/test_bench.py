@@ -1,13 +1,15 @@
-"""The synthetic history the ingest benchmark measures: real revisions, repeated later in time as new ones."""
+"""The synthetic history the ingest benchmark measures: real revisions, repeated earlier in time as new ones,
+every one of them a revision the ingest takes."""
 
 import gzip
 
 from kernelindex_pipeline.bench import add_nightly_revision, synthetic_history
 from kernelindex_pipeline.defs.resources import SHIPPED_SOURCES
 from kernelindex_pipeline.ingest.sources import DirectorySource
+from kernelindex_pipeline.ingest.sources.base import screen_revisions
 
 
-def test_each_copy_of_history_is_new_revisions_of_the_same_rows_later_in_time(tmp_path):
+def test_each_copy_of_history_is_new_revisions_of_the_same_rows_earlier_in_time(tmp_path):
     made = synthetic_history(tmp_path, 2)
     for shipped, copy in zip(SHIPPED_SOURCES, made):
         original = DirectorySource(str(shipped)).list_revisions()
@@ -16,19 +18,22 @@ def test_each_copy_of_history_is_new_revisions_of_the_same_rows_later_in_time(tm
         assert len({r.key for r in doubled}) == len(doubled)  # every copy under its own commits
         first = original[0]  # the oldest revision of either source lists its file
         data = DirectorySource(str(shipped)).read(first)
-        [later] = [r for r in doubled if r.committed_at == f"{int(first.committed_at[:4]) + 1}{first.committed_at[4:]}"]
-        shifted = DirectorySource(str(copy)).read(later)  # copy 1: a year later, its rows' timestamps too
+        [earlier] = [r for r in doubled if r.committed_at[:4] == str(int(first.committed_at[:4]) - 1)
+                     and r.committed_at[4:10] == first.committed_at[4:10]]
+        shifted = DirectorySource(str(copy)).read(earlier)  # copy 1: a year earlier, its rows' timestamps too
         assert shifted.count(b"\n") == data.count(b"\n") and shifted != data
 
 
-def test_a_nightly_revision_is_the_newest_main_file_moved_later(tmp_path):
-    main, _ = synthetic_history(tmp_path, 1)
+def test_a_nightly_revision_is_the_newest_main_file_committed_next(tmp_path):
+    main, _ = synthetic_history(tmp_path, 2)
     before = DirectorySource(str(main)).list_revisions()
-    add_nightly_revision(main, 1, 1)
-    after = DirectorySource(str(main)).list_revisions()
+    add_nightly_revision(main, 1, 2)
+    after = screen_revisions(DirectorySource(str(main)).list_revisions())
     assert len(after) == len(before) + 1
+    assert not [r.refused for r in after if r.refused]  # none past the ingest's clock
     newest = max(after, key=lambda r: r.committed_at)
     assert newest.key not in {r.key for r in before} and newest.stream == "all_benchmark_data"
+    assert newest.committed_at > max(r.committed_at for r in before)
     rows = gzip.decompress((main / "nightly1.csv.gz").read_bytes())
     assert rows.split(b"\n", 1)[0].startswith(b"kernel_name,")
 

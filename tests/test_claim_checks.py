@@ -87,7 +87,7 @@ def test_controlled_environments_are_the_stack_not_the_batch(shipped_warehouse):
     rows = query(shipped_warehouse.home,
                  "SELECT count(DISTINCT evidence_file), count(DISTINCT comparison_key), count(DISTINCT environment_digest) "
                  "FROM controlled_runs WHERE kernel = 'rms_norm' AND workload_slug LIKE 'eps1e_06-hidden16384-rows2048%' "
-                 "AND operation_mode = 'forward' AND metric = 'latency' "
+                 "AND operation_mode = 'forward' AND metric = 'latency' AND gpu = 'NVIDIA H200' "
                  "AND record->>'$.protocol.spec.comparability.family' = 'kernelindex_rerun'")
     batches, groups, environments = rows[0]
     assert batches > 1 and groups == 1 and environments == 1

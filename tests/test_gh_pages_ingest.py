@@ -544,26 +544,26 @@ def test_dense_sweep_tick_labels_never_overlap_on_a_phone_or_a_desktop(both_home
                 assert apart, (width, left, right)
 
 
-def test_the_megatron_reruns_in_float32_wait_for_the_bfloat16_their_sources_script_builds(both_home):
-    """The first Megatron reruns built float32 tensors; upstream's scripts build bfloat16 ones. They decide no
-    claim, each says why, and the next session's targets ask for bfloat16; RMSNorm's bfloat16 reruns (on the
-    claims' own card) decide its claims."""
-    from kernelindex_pipeline.gpu import targets as T
-
-    rows = query(both_home, "SELECT kernel, protocol, verdict, reason_code, awaiting_rerun, count(*) FROM claim_checks "
-                            "WHERE kernel LIKE 'megatron%' GROUP BY ALL")
+def test_the_megatron_reruns_in_float32_decide_nothing_and_the_bfloat16_ones_decide(both_home):
+    """The first Megatron reruns (H200) built float32 tensors; upstream's scripts build bfloat16 ones. The
+    float32 reruns decide no claim, and where no bfloat16 rerun exists each claim says why and waits for one;
+    the bfloat16 reruns (on the claims' own H100 card) decide their claims."""
+    rows = query(both_home, "SELECT kernel, protocol, verdict, reason_code, awaiting_rerun, count(*) "
+                            "FROM claim_checks WHERE kernel LIKE 'megatron%' GROUP BY ALL")
     assert {k for k, *_ in rows} == {"megatron_rms_norm", "megatron_cross_entropy"}
-    assert all(v == "not re-checked" for k, _, v, *_ in rows if k == "megatron_cross_entropy")
-    device = {(k, code, awaiting) for k, p, _, code, awaiting, _ in rows if p == "kernelindex-device-time"}
-    # its backward rows time forward and backward together (the script table): a source artifact
-    assert {(c, a) for k, c, a in device if k == "megatron_cross_entropy"} == {
-        ("other_dtype", True), ("source_artifact", False)}
-    assert "held" in {v for k, p, v, *_ in rows if k == "megatron_rms_norm" and p == "kernelindex-device-time"}
-    assert ("megatron_rms_norm", "other_dtype", True) not in device
-    with Warehouse(both_home).reader() as con:
-        chosen = [t for t in T.warehouse_targets(con, only_unchecked=True) if t["kernel"].startswith("megatron")]
-    assert "megatron_cross_entropy" in {t["kernel"] for t in chosen}
-    assert {(t["dtype"], t["tensor_dtype"]) for t in chosen} == {(None, "bf16")}
+    decided_by = query(both_home, "SELECT r.tensor_dtype, count(*) FROM claim_checks c JOIN controlled_runs r "
+                                  "ON r.run_id = c.rerun_a_run_id WHERE c.kernel LIKE 'megatron%' "
+                                  "AND c.verdict <> 'not re-checked' GROUP BY ALL")
+    assert [dtype for dtype, _ in decided_by] == ["bf16"]  # no verdict on a float32 rerun
+    assert query(both_home, "SELECT count(*) FROM controlled_runs WHERE kernel LIKE 'megatron%' "
+                            "AND tensor_dtype = 'fp32'")[0][0] > 0
+    device = {(k, v, code, awaiting) for k, p, v, code, awaiting, _ in rows if p == "kernelindex-device-time"}
+    for kernel in ("megatron_cross_entropy", "megatron_rms_norm"):
+        assert any(k == kernel and v == "held" for k, v, _, _ in device), kernel
+    # a claim with no bfloat16 rerun of its workload waits for one; backward rows that time forward and
+    # backward together (the script table) are a source artifact
+    assert ("megatron_cross_entropy", "not re-checked", "other_dtype", True) in device
+    assert ("megatron_cross_entropy", "not re-checked", "source_artifact", False) in device
 
 
 def test_each_claim_is_checked_on_its_own_card_first_and_cards_never_pool(both_home):
