@@ -3,7 +3,9 @@ and a fingerprint of everything a warehouse holds (every table's checksum, every
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import gzip
 import hashlib
 import os
@@ -143,6 +145,42 @@ def query(home: Path, sql: str, params=None) -> list[tuple]:
         return con.execute(sql, params or []).fetchall()
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A directory `build` fills once per test session, whichever worker asks first; the other workers wait
+    for it and share it (read it, never write it)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    target, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            build(target)
+            done.touch()
+    return target
+
+
+@contextlib.contextmanager
+def environment(**values: str | None):
+    """os.environ with `values` set (None: unset), restored afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def full_directory_warehouse(analyst_home) -> Path:
     """The warehouse built once from the shipped snapshot directory (the reference for equality tests)."""
@@ -160,19 +198,17 @@ def copy_home(source: Path, target: Path) -> Path:
 @pytest.fixture(scope="session")
 def base_warehouse(tmp_path_factory) -> Path:
     """A warehouse of the first BASE_REVISIONS main-file revisions (directory source); copy it, never write it."""
-    root = tmp_path_factory.mktemp("base-source")
-    home = tmp_path_factory.mktemp("base-warehouse")
-    ingest(home, write_snapshot_dir(root, main_rows()[:BASE_REVISIONS]))
-    return home
+    def build(home):
+        ingest(home, write_snapshot_dir(tmp_path_factory.mktemp("base-source"), main_rows()[:BASE_REVISIONS]))
+    return built_once(tmp_path_factory, "base-warehouse", build)
 
 
 @pytest.fixture(scope="session")
 def next_warehouse(tmp_path_factory) -> Path:
     """One backfill of the first BASE_REVISIONS + 1 main-file revisions (directory source)."""
-    root = tmp_path_factory.mktemp("next-source")
-    home = tmp_path_factory.mktemp("next-warehouse")
-    ingest(home, write_snapshot_dir(root, main_rows()[:BASE_REVISIONS + 1]))
-    return home
+    def build(home):
+        ingest(home, write_snapshot_dir(tmp_path_factory.mktemp("next-source"), main_rows()[:BASE_REVISIONS + 1]))
+    return built_once(tmp_path_factory, "next-warehouse", build)
 
 
 # -- analyst views, export, CLI and UI tests (tests/test_views.py, test_export.py, test_cli.py, test_ui.py) --
@@ -184,14 +220,10 @@ def analyst_home(tmp_path_factory) -> Path:
     examples describe. tests/test_gh_pages_ingest.py builds the default, both shipped sources."""
     from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
-    home = tmp_path_factory.mktemp("analyst-warehouse")
-    saved = os.environ.pop("DAGSTER_HOME", None)
-    try:
-        assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
-    finally:
-        if saved is not None:
-            os.environ["DAGSTER_HOME"] = saved
-    return home
+    def build(home):
+        with environment(DAGSTER_HOME=None):
+            assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
+    return built_once(tmp_path_factory, "analyst-warehouse", build)
 
 
 @pytest.fixture(scope="session")
@@ -200,15 +232,10 @@ def default_home(tmp_path_factory) -> Path:
     sources (the main-branch files and the gh-pages runs) and the committed rerun evidence."""
     from shipped_warehouse import ingest_into
 
-    home = tmp_path_factory.mktemp("default-warehouse")
-    saved = {name: os.environ.pop(name, None) for name in ("KERNELINDEX_SOURCES", "DAGSTER_HOME")}
-    try:
-        assert ingest_into(home) == 0
-    finally:
-        for name, value in saved.items():
-            if value is not None:
-                os.environ[name] = value
-    return home
+    def build(home):
+        with environment(KERNELINDEX_SOURCES=None, DAGSTER_HOME=None):
+            assert ingest_into(home) == 0
+    return built_once(tmp_path_factory, "default-warehouse", build)
 
 
 @pytest.fixture(scope="session")
@@ -222,14 +249,7 @@ def html_export(analyst_home, tmp_path_factory) -> Path:
     """`kernelindex export --format html` of the analyst warehouse."""
     from kernelindex_pipeline import cli
 
-    out = tmp_path_factory.mktemp("html-export")
-    previous = os.environ.get("KERNELINDEX_HOME")
-    os.environ["KERNELINDEX_HOME"] = str(analyst_home)
-    try:
-        assert cli.main(["export", "--format", "html", str(out)]) == 0
-    finally:
-        if previous is None:
-            os.environ.pop("KERNELINDEX_HOME", None)
-        else:
-            os.environ["KERNELINDEX_HOME"] = previous
-    return out
+    def build(out):
+        with environment(KERNELINDEX_HOME=str(analyst_home)):
+            assert cli.main(["export", "--format", "html", str(out)]) == 0
+    return built_once(tmp_path_factory, "html-export", build)

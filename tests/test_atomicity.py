@@ -101,3 +101,37 @@ def test_old_generations_are_collected(tmp_path, base_warehouse):
     generations = [p for p in (home / "generations").iterdir()]
     assert len(generations) == 3, generations  # the live one and the two before it
     assert os.path.realpath(home / "kernelindex.duckdb").startswith(str((home / "generations").resolve()))
+
+
+def test_a_staged_generation_that_fails_its_audit_is_never_published(tmp_path, base_warehouse, next_source,
+                                                                    monkeypatch, capsys):
+    """Write, audit, publish: a publication whose staged generation repeats a run id (planted after its runs
+    are written) fails in one line, and the previous warehouse stays live, byte for byte."""
+    import hashlib
+
+    from conftest import environment
+
+    from kernelindex_pipeline import cli
+    from kernelindex_pipeline.publish import steps
+
+    home = copy_home(base_warehouse, tmp_path / "home")
+    live = Warehouse(home).db_path.resolve()
+    before, before_bytes = published_state(home), hashlib.sha256(live.read_bytes()).digest()
+    written = steps.update_published_identifiers
+
+    def plant_a_duplicate(con):
+        written(con)
+        con.execute("INSERT INTO runs SELECT * FROM runs WHERE run_id IN "
+                    "(SELECT key FROM publication_changes WHERE table_name = 'runs') LIMIT 1")
+
+    monkeypatch.setattr(steps, "update_published_identifiers", plant_a_duplicate)
+    with environment(KERNELINDEX_HOME=str(home), KERNELINDEX_SOURCES=None, DAGSTER_HOME=None):
+        assert cli.main(["ingest", "--source", str(next_source)]) != 0
+    err = capsys.readouterr().err
+    assert "failed its audit, previous warehouse kept: 2 duplicate run or external ids" in err
+    assert len(err.strip().splitlines()) == 1
+    assert Warehouse(home).db_path.resolve() == live
+    assert hashlib.sha256(live.read_bytes()).digest() == before_bytes and published_state(home) == before
+    monkeypatch.undo()
+    ingest(home, next_source)  # the next ingest, unplanted, publishes the revision
+    assert query(home, "SELECT count(DISTINCT revision_key) FROM snapshots")[0][0] == BASE_REVISIONS + 1

@@ -218,3 +218,19 @@ def test_an_export_in_worker_processes_writes_the_same_files(analyst_home, html_
     assert all((out / f).read_bytes() == (html_export / f).read_bytes() for f in files), summary
     summary = export_module.export("json", out, progress=lambda *_: None, workers=2)
     assert "0 stale removed" in summary and sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == files
+
+
+def test_kernel_pages_sort_workloads_by_their_numbers(html_export):
+    """Within a card's protocol, pass and metric, a kernel page lists workloads by their parameters' values
+    (hidden1024 before hidden2048 before hidden10240), not as text."""
+    from kernelindex_pipeline.site.display import natural_key
+
+    page = (html_export / "kernels" / "rms_norm.html").read_text(encoding="utf-8")
+    runs: dict[tuple, list[str]] = {}
+    for card, section in enumerate(page.split("<section><h2>")[1:]):
+        for protocol, mode, metric, slug in re.findall(
+                r"<tr><td>(.*?)</td><td>([^<]*)</td><td>([^<]*)</td><td><a href=\"../groups/[^\"]+\">([^<]+)</a>", section):
+            runs.setdefault((card, protocol, mode, metric), []).append(html.unescape(slug))
+    assert runs
+    assert all(slugs == sorted(slugs, key=natural_key) for slugs in runs.values())
+    assert any(slugs != sorted(slugs) for slugs in runs.values())  # text order would differ

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import html
 import io
 import json
 import os
@@ -632,8 +633,28 @@ def test_kernel_pages_explain_the_sessions_that_disagreed(both_home):
         sections = kernel_verdict_sections(con)
         flipped = con.execute(FLIPPED_SQL).fetchall()
     assert flipped
-    assert {k for k, html in sections.items() if "Sessions that disagreed" in html} == {row[0] for row in flipped}
+    assert {k for k, section in sections.items() if "Sessions that disagreed" in section} == {row[0] for row in flipped}
     for kernel, *_, verdict, ratio, low, high, _sd, sessions in flipped:
-        html = sections[kernel]
-        assert f"{verdict} {ratio:.3f} [{low:.3f}, {high:.3f}]" in html
-        assert all(f"{s['verdict']} {s['ratio']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" in html for s in sessions)
+        section = sections[kernel]
+        assert f"{verdict} {ratio:.3f} [{low:.3f}, {high:.3f}]" in section
+        assert all(f"{s['verdict']} {s['ratio']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" in section for s in sessions)
+
+
+def test_a_verdict_shows_both_medians_with_units_and_says_its_ratio_in_words(both_home, tmp_path):
+    """The seed's listing-time claim on its record page: each rerun's median and p20-p80 spread in µs, and
+    "Transformers took 0.895× Liger's time"-style words for the ratio."""
+    from kernelindex_pipeline.site.display import quantity
+
+    [(run_id,)] = query(both_home, "SELECT run_id FROM runs WHERE external_id = ?", [SEED])
+    [(a, b, ratio, a_ns, a_p20, a_p80, b_ns)] = query(
+        both_home, "SELECT c.a_implementation, c.b_implementation, c.rerun_ratio, ra.median_value, ra.p20_value, "
+                   "ra.p80_value, rb.median_value FROM listing_claim_checks c "
+                   "JOIN controlled_runs ra ON ra.run_id = c.rerun_a_run_id "
+                   "JOIN controlled_runs rb ON rb.run_id = c.rerun_b_run_id "
+                   "WHERE c.b_run_id = ? AND c.protocol = 'kernelindex-device-time'", [run_id])
+    export_group_of(both_home, run_id, tmp_path)
+    page = html.unescape((tmp_path / "runs" / f"{run_id}.html").read_text(encoding="utf-8"))
+    assert quantity(a_ns, "ns").endswith("µs")
+    assert f"{a} {quantity(a_ns, 'ns')} (p20-p80 {quantity(a_p20, 'ns')}-{quantity(a_p80, 'ns')})" in page
+    assert f"{b} {quantity(b_ns, 'ns')}" in page
+    assert f"{b} took {ratio:.3f}× {a}'s time" in page

@@ -170,6 +170,11 @@ def test_asset_checks_catch_a_publication_that_repeats_a_run_or_breaks_a_digest(
     unpaired = checks.every_run_has_manifest(warehouse=resource)
     assert not unpaired.passed
     assert (unpaired.metadata["missing"].value, unpaired.metadata["without_run"].value) == (1, 1)
+    from kernelindex_pipeline.publish.audit import faults  # the audit a staged generation passes first
+    with duckdb.connect(str(Warehouse(home).db_path.resolve()), read_only=True) as con:
+        found = faults(con)
+    assert (found["duplicate run or external ids"], found["runs without a manifest"],
+            found["manifests without a run"]) == (2, 1, 1)
 
 
 @pytest.mark.parametrize("mode", ["missing-source"])

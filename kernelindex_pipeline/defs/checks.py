@@ -8,6 +8,8 @@ import dagster as dg
 from kernelindex_pipeline.defs.keys import COMPARISON_RANKS, RUN_MANIFESTS, RUNS
 from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.core.identity import digest
+from kernelindex_pipeline.publish.audit import (DUPLICATE_IDS_SQL, MANIFESTS_WITHOUT_RUN_SQL, MISSING_MANIFESTS_SQL,
+                                                ORPHAN_RANKS_SQL, WRONG_GROUP_SIZES_SQL)
 from kernelindex_pipeline.warehouse.schema import manifests_sql, rows_of_runs
 
 UNIQUE_RUN_IDS = "unique_run_ids"
@@ -24,23 +26,10 @@ def _count(warehouse: WarehouseResource, sql: str) -> int:
         return int(con.execute(sql).fetchone()[0])
 
 
-# Only a row a publication writes can repeat an id, and every earlier publication passed this check: so the
-# runs the latest one wrote are compared with all (a backfill writes them all).
-DUPLICATE_IDS_SQL = """
-WITH written AS (
-    SELECT run_id, external_id FROM runs WHERE run_id IN (
-        SELECT key FROM publication_changes WHERE table_name = 'runs')
-)
-SELECT (SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM written))
-        - (SELECT count(DISTINCT run_id) FROM written)
-     + (SELECT count(*) FROM runs WHERE external_id IN (SELECT external_id FROM written))
-        - (SELECT count(DISTINCT external_id) FROM written)
-"""
-
-
 @dg.asset_check(asset=RUNS, name=UNIQUE_RUN_IDS, blocking=True)
 def unique_run_ids(warehouse: WarehouseResource) -> dg.AssetCheckResult:
-    """No run id or external id appears twice in `runs` (looked up for the runs the latest publication wrote)."""
+    """No run id or external id appears twice in `runs` (looked up for the runs the latest publication wrote;
+    the publication's own audit refused any generation that broke it)."""
     dupes = _count(warehouse, DUPLICATE_IDS_SQL)
     return dg.AssetCheckResult(passed=dupes == 0, metadata={"duplicates": dupes})
 
@@ -48,25 +37,10 @@ def unique_run_ids(warehouse: WarehouseResource) -> dg.AssetCheckResult:
 @dg.asset_check(asset=COMPARISON_RANKS, name=NO_ORPHAN_RANKS)
 def no_orphan_ranks(warehouse: WarehouseResource) -> dg.AssetCheckResult:
     """Every ranked run exists in `runs`, and group sizes match their groups."""
-    orphans = _count(warehouse, "SELECT count(*) FROM ranks WHERE run_id NOT IN (SELECT run_id FROM runs)")
-    bad_sizes = _count(warehouse, "SELECT count(*) FROM (SELECT comparison_key, any_value(group_size) g, count(*) n "
-                                  "FROM ranks GROUP BY 1) WHERE g <> n")
+    orphans = _count(warehouse, ORPHAN_RANKS_SQL)
+    bad_sizes = _count(warehouse, WRONG_GROUP_SIZES_SQL)
     return dg.AssetCheckResult(passed=orphans == 0 and bad_sizes == 0,
                                metadata={"orphans": orphans, "wrong_group_sizes": bad_sizes})
-
-
-# Only a publication that writes (or removes) a run or a manifest can leave one without the other, and every
-# earlier publication passed this check: so the runs the latest one touched are looked up (a backfill
-# touches them all). run_manifests: the rows under the `manifests` view, without assembling their text.
-TOUCHED_RUNS = "SELECT key FROM publication_changes WHERE table_name IN ('runs', 'run_manifests')"
-MISSING_MANIFESTS_SQL = f"""
-SELECT count(*) FROM runs WHERE run_id IN ({TOUCHED_RUNS})
-    AND run_id NOT IN (SELECT run_id FROM run_manifests WHERE run_id IN ({TOUCHED_RUNS}))
-"""
-MANIFESTS_WITHOUT_RUN_SQL = f"""
-SELECT count(*) FROM run_manifests WHERE run_id IN ({TOUCHED_RUNS})
-    AND run_id NOT IN (SELECT run_id FROM runs WHERE run_id IN ({TOUCHED_RUNS}))
-"""
 
 
 @dg.asset_check(asset=RUN_MANIFESTS, name=EVERY_RUN_HAS_MANIFEST)

@@ -23,6 +23,7 @@ import pyarrow as pa
 from kernelindex_pipeline.core import catalog
 
 from kernelindex_pipeline.ingest import evidence
+from kernelindex_pipeline.publish.audit import audit
 from kernelindex_pipeline.publish.derived import (
     StepResult,
     load_attestation_files,
@@ -197,6 +198,7 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             update_published_identifiers(con)
             ranks = update_ranks(con)
             verdicts = update_claims(con, evidence_changed)
+            audit(con)
         else:
             runs = manifests = ranks = verdicts = StepResult(0, False)
         return Publication(staging.changed, snapshots, observations, loaded, runs, manifests, ranks, verdicts)

@@ -3,6 +3,8 @@ the kernel's display order."""
 
 from __future__ import annotations
 
+import re
+
 import kernels
 
 TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
@@ -28,6 +30,11 @@ def quantity(value, unit: str, sep: str = " ") -> str:
 def ordered_params(params: dict) -> list[tuple[str, object]]:
     order = {name: i for i, name in enumerate(kernels.DISPLAY_ORDER)}
     return [(n, params[n]) for n in sorted(params, key=lambda n: (order.get(n, len(order)), n))]
+
+
+def natural_key(text: str) -> tuple:
+    """`text` ordered by its numbers' values: hidden1024 < hidden2048 < hidden10240."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def plain(value) -> str:

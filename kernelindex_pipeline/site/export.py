@@ -109,6 +109,25 @@ def _dl(rows: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
+def _measured_medians(check: dict) -> str:
+    """Both reruns' medians with their p20-p80 spread, and the ratio said in words."""
+    if check.get("rerun_a_median") is None or check.get("rerun_b_median") is None:
+        return ""
+    unit = check["rerun_unit"]
+
+    def side(name: str, which: str) -> str:
+        return (f"{name} {quantity(check[f'rerun_{which}_median'], unit)} (p20-p80 "
+                f"{quantity(check[f'rerun_{which}_p20'], unit)}-{quantity(check[f'rerun_{which}_p80'], unit)})")
+
+    a, b = check["a_implementation"], check["b_implementation"]
+    words = ""
+    if check["rerun_ratio"] is not None:
+        verb, what = ("used", "memory") if check["metric"] == "peak_memory" else ("took", "time")
+        words = f"{b} {verb} {check['rerun_ratio']:.3f}× {a}'s {what}"
+    return (f"<br><span class=\"measured\">{_e(side(a, 'a'))}; {_e(side(b, 'b'))}</span>"
+            + (f"<br><span class=\"muted\">{_e(words)}</span>" if words else ""))
+
+
 def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
     """What KernelIndex's reruns found about the source claims this run takes part in: its current claims,
     or, for a run a newer one has replaced in its group, those it made when it was listed (`listed_at`)."""
@@ -118,13 +137,14 @@ def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
     for c in checks:
         rerun = (f"{c['rerun_ratio']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]" if c["rerun_ratio"] is not None
                  and c["ci_low"] is not None else "—")
+        measured = _measured_medians(c)
         sessions = c.get("sessions")
         flag = (f"<br><span class=\"flag source-artifact\">source artifact: {_e(c['source_artifact'])}</span>"
                 if c.get("source_artifact") else "")
         card_match = f"<br>{term_link(c['card_match'], 1, c['card_match'].replace('_', ' '))}" if c.get("card_match") else ""
         rows.append(f"<tr><td>{_e(claim_text(c))} <span class=\"muted\">({_e(c['source_gpu'])}, ratio "
                     f"{c['source_ratio']:.3f})</span></td><td>{term_link(claim_type(c), 1)}</td>"
-                    f"<td>{term_link(c['protocol'], 1)}</td><td>{_e(c['rerun_gpu'] or '—')}{card_match}</td><td>{_e(rerun)}</td>"
+                    f"<td>{term_link(c['protocol'], 1)}</td><td>{_e(c['rerun_gpu'] or '—')}{card_match}</td><td>{_e(rerun)}{measured}</td>"
                     f"<td><strong>{term_link(c['verdict'], 1)}</strong>"
                     f"{' · ' + term_link('host-bound', 1) if c['host_bound'] else ''}"
                     f"{f' · {sessions} sessions' if sessions and sessions > 1 else ''}{flag}"
@@ -559,6 +579,17 @@ class _Shard:
     statements: dict = dataclasses.field(default_factory=dict)
 
 
+# A run's claim checks with the medians and p20-p80 spreads of the rerun pair that decided each.
+CHECKS_WITH_MEDIANS_SQL = """
+SELECT c.*, ra.median_value AS rerun_a_median, ra.p20_value AS rerun_a_p20, ra.p80_value AS rerun_a_p80,
+    rb.median_value AS rerun_b_median, rb.p20_value AS rerun_b_p20, rb.p80_value AS rerun_b_p80, ra.unit AS rerun_unit
+FROM {table} c LEFT JOIN controlled_runs ra ON ra.run_id = c.rerun_a_run_id
+    LEFT JOIN controlled_runs rb ON rb.run_id = c.rerun_b_run_id
+WHERE c.a_run_id {in_shard} OR c.b_run_id {in_shard}
+ORDER BY c.protocol, c.a_provider, c.b_provider
+"""
+
+
 def _shard_records(con, shard: _Shard, sql: str) -> list[dict]:
     return records(con, sql.format(shard=f"hash(comparison_key) % {shard.count} = {shard.index}"))
 
@@ -597,8 +628,7 @@ def _export_shard(shard: _Shard) -> dict:
         if shard.fmt == "html":
             for table in ("claim_checks", "listing_claim_checks") if table_exists(con, "listing_claim_checks") \
                     else ("claim_checks",):
-                for check in _shard_records(con, shard, f"SELECT * FROM {table} WHERE a_run_id {in_shard} OR "
-                                            f"b_run_id {in_shard} ORDER BY protocol, a_provider, b_provider"):
+                for check in _shard_records(con, shard, CHECKS_WITH_MEDIANS_SQL.format(table=table, in_shard=in_shard)):
                     check["statement"] = shard.statements.get(statement_id(check))
                     checks_by_run[check["a_run_id"]].append(check)
                     checks_by_run[check["b_run_id"]].append(check)

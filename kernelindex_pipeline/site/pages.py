@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from kernelindex_pipeline.site.display import natural_key
 from kernelindex_pipeline.site.frame import escape, page
 from kernelindex_pipeline.site.glossary import term_link, verdict_counts
 
@@ -154,7 +155,7 @@ def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], ch
             f"<td><a href=\"../groups/{slug}.html\">{_e(l['workload_slug'])}</a></td>"
             f"<td>{_e(l['implementation'])}</td><td>{_e(l['median_display'])}</td><td>{size}</td></tr>"
             for slug, l, size in sorted(by_card[gpu], key=lambda g: (g[1]["protocol"], g[1]["operation_mode"],
-                                                                     g[1]["metric"], g[1]["workload_slug"])))
+                                                                     g[1]["metric"], natural_key(g[1]["workload_slug"]))))
         parts.append(f"<section><h2>{_e(gpu)}</h2><table><thead><tr><th>protocol</th><th>pass</th><th>metric</th>"
                      f"<th>workload</th><th>#1</th><th>median</th><th>runs</th></tr></thead><tbody>{rows}</tbody>"
                      "</table></section>")
