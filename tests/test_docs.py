@@ -83,7 +83,18 @@ def _published(rows, home):
     assert [r["identifier"] for r in rows] == ["01a016ad", "01a0202b"]
 
 
+def _workload_params(rows, home):
+    """Typed parameters: the hidden sizes are integers in numeric order, each as the JSON definition says."""
+    hidden = [r["hidden"] for r in rows]
+    assert all(isinstance(h, int) for h in hidden) and hidden == sorted(hidden) and len(set(hidden)) > 3
+    [(from_json,)] = [tuple(r.values()) for r in run(home, """
+        SELECT count(*) FROM workload_params w JOIN workloads d USING (workload_digest)
+        WHERE w.hidden IS DISTINCT FROM TRY_CAST(d.definition->>'$.spec.parameters.hidden' AS BIGINT)""")]
+    assert from_json == 0
+
+
 SHAPES = {
+    r"FROM workload_params w": _workload_params,
     r"FROM leaderboard\nWHERE": _leaderboard,
     r"FROM history\n": _history,
     r"FROM regressions\n": _regressions,
@@ -111,7 +122,8 @@ def test_every_sql_example_runs_on_the_default_build_with_its_shape(default_home
 def test_the_examples_cover_every_view():
     with_examples = " ".join(sql for _, sql in EXAMPLES)
     for view in ("leaderboard", "speedups", "history", "regressions", "rank_confidence", "rank_changes",
-                 "golden_vs_newest", "digest_aliases", "verdicts_by_kernel", "withdrawals", "published_identifiers"):
+                 "golden_vs_newest", "digest_aliases", "verdicts_by_kernel", "withdrawals", "published_identifiers",
+                 "workload_params"):
         assert re.search(rf"\bFROM {view}\b", with_examples), view
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import duckdb
 
 from kernelindex_pipeline.warehouse.schema import apply_schema, manifests_sql, rows_of_runs
-from kernelindex_pipeline.warehouse.views import VIEWS_SQL
+from kernelindex_pipeline.warehouse.views import VIEWS_SQL, workload_params_view
 
 CONTRACT_TABLES = ("runs", "ranks", "manifests", "quarantine")
 # Every table with a Parquet copy under tables/: the contract tables and what analysts join them with.
@@ -192,6 +192,7 @@ class Warehouse:
                 con.execute(VIEWS_SQL)
                 staging = Staging(con, path)
                 yield staging
+                staging.con.execute(workload_params_view(staging.con))
                 if staging.changed:
                     con = staging.con = _compact_if_sparse(con, db)
                     previous = self.current.resolve() / "tables" if self.current.is_symlink() else None

@@ -166,3 +166,40 @@ WHERE p.previous_order <> c.current_order
 
 VIEWS_SQL = load_sql(__file__, "views.sql").format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), gpu_r=gpu_label_sql("r"),
            protocol_names=PROTOCOL_NAMES_SQL, session_spread=SESSION_SPREAD_SQL, source_artifacts=SOURCE_ARTIFACTS_SQL)
+
+
+# Each workload parameter's JSON types, over every workload definition.
+PARAMETER_TYPES_SQL = """
+SELECT name, list(DISTINCT json_type(definition, '$.spec.parameters."' || name || '"') ORDER BY 1)
+FROM (SELECT unnest(json_keys(definition, '$.spec.parameters')) AS name, definition FROM workloads)
+GROUP BY name ORDER BY name
+"""
+# The workload columns a parameter of the same name would shadow: such a parameter is `param_<name>`.
+WORKLOAD_COLUMNS = ("workload_digest", "kernel", "workload_slug", "dtype")
+
+
+def _sql_type(json_types: list[str]) -> str:
+    """The SQL type of a parameter's values: integers, numbers, booleans, else their JSON text."""
+    kinds = set(json_types)
+    if kinds <= {"UBIGINT", "BIGINT"}:
+        return "BIGINT"
+    if kinds <= {"UBIGINT", "BIGINT", "DOUBLE"}:
+        return "DOUBLE"
+    return "BOOLEAN" if kinds == {"BOOLEAN"} else "VARCHAR"
+
+
+def workload_params_view(con) -> str:
+    """`workload_params`: each workload with one typed column per parameter any workload has (NULL where
+    its kernel has no such parameter), built from the workloads the generation holds."""
+    columns = []
+    for name, json_types in con.execute(PARAMETER_TYPES_SQL).fetchall():
+        path = f"'$.spec.parameters.\"{name}\"'"
+        value = (f"json_extract_string(definition, {path})" if _sql_type(json_types) == "VARCHAR"
+                 else f"CAST(json_extract(definition, {path}) AS {_sql_type(json_types)})")
+        column = f"param_{name}" if name in WORKLOAD_COLUMNS else name
+        columns.append(f'{value} AS "{column}"')
+    return ("CREATE OR REPLACE VIEW workload_params AS SELECT workload_digest, "
+            "json_extract_string(definition, '$.spec.kernel') AS kernel, workload_slug, "
+            "json_extract_string(definition, '$.spec.dtype') AS dtype"
+            + "".join(f", {c}" for c in columns)
+            + " FROM (SELECT DISTINCT workload_digest, workload_slug, definition FROM workloads)")
