@@ -348,3 +348,22 @@ def test_a_rerun_of_another_dtype_than_the_sources_script_decides_nothing(decide
     verdict, code, reason, awaiting, _, _ = rows[2048]
     assert (verdict, code, awaiting) == ("not re-checked", "other_dtype", True)
     assert "only with fp32 tensors, while the source's script builds bf16 ones" in reason
+
+
+def test_parity_claims_name_their_outcome(shipped_warehouse):
+    """A parity claim's `held` is "at parity" and its `reversed` "not at parity": verdicts_by_kernel counts
+    them apart from ordered claims' reversals, claims_not_held names each outcome, and the pages say it."""
+    from kernelindex_pipeline.site.glossary import outcome
+
+    home = shipped_warehouse.home
+    [(claims, counted, reversed_, not_at_parity)] = query(home, """
+        SELECT sum(claims), sum(held + reversed + at_parity + not_at_parity + indistinguishable + not_rechecked),
+               sum(reversed), sum(not_at_parity) FROM verdicts_by_kernel""")
+    assert claims == counted and not_at_parity > 0
+    assert reversed_ == query(home, "SELECT count(*) FROM claim_checks WHERE verdict = 'reversed' "
+                                    "AND claim_type = 'ordered'")[0][0]
+    named = dict(query(home, "SELECT claim_type || ' ' || verdict, any_value(outcome) FROM claims_not_held "
+                             "GROUP BY ALL"))
+    assert named["parity reversed"] == "not at parity" and named["ordered reversed"] == "reversed"
+    assert outcome({"claim_type": "parity", "verdict": "held"}) == "at parity"
+    assert outcome({"claim_type": "ordered", "verdict": "held"}) == "held"

@@ -38,7 +38,8 @@ from kernelindex_pipeline.site.charts import chart_svg, kernel_charts
 from kernelindex_pipeline.core.catalog import PROTOCOL_NAMES, RERUN_FAMILY, SOURCE_NATIVE, SOURCE_REPLICA_FAMILY, gpu_label
 from kernelindex_pipeline.site.display import ordered_params, plain, quantity, workload_display
 from kernelindex_pipeline.site.frame import STYLE, escape as _e, page
-from kernelindex_pipeline.site.glossary import GLOSSARY_PAGE, claim_text, claim_type, glossary_page, term_link, verdict_counts
+from kernelindex_pipeline.site.glossary import (GLOSSARY_PAGE, claim_text, claim_type, glossary_page, outcome, term_link,
+                                                verdict_counts)
 from kernelindex_pipeline.site.pages import (
     Site,
     cite_section,
@@ -145,7 +146,7 @@ def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
         rows.append(f"<tr><td>{_e(claim_text(c))} <span class=\"muted\">({_e(c['source_gpu'])}, ratio "
                     f"{c['source_ratio']:.3f})</span></td><td>{term_link(claim_type(c), 1)}</td>"
                     f"<td>{term_link(c['protocol'], 1)}</td><td>{_e(c['rerun_gpu'] or '—')}{card_match}</td><td>{_e(rerun)}{measured}</td>"
-                    f"<td><strong>{term_link(c['verdict'], 1)}</strong>"
+                    f"<td><strong>{term_link(c['verdict'], 1, outcome(c))}</strong>"
                     f"{' · ' + term_link('host-bound', 1) if c['host_bound'] else ''}"
                     f"{f' · {sessions} sessions' if sessions and sessions > 1 else ''}{flag}"
                     f"<br><span class=\"muted\">{_e(c['reason'])}</span>{_statement_link(c, site)}</td></tr>")

@@ -91,6 +91,14 @@ def claim_type(check: dict) -> str:
     return check.get("claim_type") or (PARITY if check["source_a_median"] == check["source_b_median"] else ORDERED)
 
 
+def outcome(check: dict) -> str:
+    """What the verdict says of its claim: a parity claim's `held` reads "at parity", its `reversed` "not at
+    parity" (the views' `outcome`)."""
+    if claim_type(check) == PARITY and check["verdict"] in ("held", "reversed"):
+        return "at parity" if check["verdict"] == "held" else "not at parity"
+    return check["verdict"]
+
+
 def claim_text(check: dict) -> str:
     """The claim with both implementations named."""
     a, b = check["a_implementation"], check["b_implementation"]

@@ -164,7 +164,11 @@ FROM current_order c JOIN previous_order p USING (comparison_key)
 WHERE p.previous_order <> c.current_order
 """
 
-VIEWS_SQL = load_sql(__file__, "views.sql").format(rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), gpu_r=gpu_label_sql("r"),
+# What a verdict says of its claim: a parity claim's `held` is "at parity", its `reversed` "not at parity".
+OUTCOME_SQL = ("CASE WHEN claim_type = 'parity' AND verdict = 'held' THEN 'at parity' "
+               "WHEN claim_type = 'parity' AND verdict = 'reversed' THEN 'not at parity' ELSE verdict END")
+
+VIEWS_SQL = load_sql(__file__, "views.sql").format(outcome=OUTCOME_SQL, rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), gpu_r=gpu_label_sql("r"),
            protocol_names=PROTOCOL_NAMES_SQL, session_spread=SESSION_SPREAD_SQL, source_artifacts=SOURCE_ARTIFACTS_SQL)
 
 

@@ -118,12 +118,14 @@ FROM runs r JOIN dropped d USING (run_id) JOIN snapshots s ON s.revision_key = d
 CREATE OR REPLACE VIEW verdicts_by_kernel AS
 SELECT kernel, protocol, count(DISTINCT comparison_key) AS groups,
     count(DISTINCT comparison_key) FILTER (WHERE verdict <> 'not re-checked') AS groups_rechecked,
-    count(*) AS claims, count(*) FILTER (WHERE verdict = 'held') AS held,
-    count(*) FILTER (WHERE verdict = 'reversed') AS reversed,
+    count(*) AS claims, count(*) FILTER (WHERE outcome = 'held') AS held,
+    count(*) FILTER (WHERE outcome = 'reversed') AS reversed,
+    count(*) FILTER (WHERE outcome = 'at parity') AS at_parity,
+    count(*) FILTER (WHERE outcome = 'not at parity') AS not_at_parity,
     count(*) FILTER (WHERE verdict = 'indistinguishable') AS indistinguishable,
     count(*) FILTER (WHERE verdict = 'not re-checked') AS not_rechecked,
     count(*) FILTER (WHERE host_bound) AS host_bound
-FROM claim_checks GROUP BY ALL;
+FROM (SELECT *, {outcome} AS outcome FROM claim_checks) GROUP BY ALL;
 
 CREATE OR REPLACE VIEW source_artifacts AS
 {source_artifacts};
@@ -160,7 +162,7 @@ CREATE OR REPLACE VIEW claims_not_held AS
 SELECT kernel, operation_mode, metric, workload_slug, source_gpu, source_order, round(source_ratio, 4) AS source_ratio,
     protocol, rerun_gpu, round(rerun_ratio, 4) AS rerun_ratio, round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high,
     verdict, reason, host_bound, a_run_id, b_run_id, evidence_file, comparison_key, claim_type, sessions,
-    source_artifact
+    source_artifact, {outcome} AS outcome
 FROM claim_checks WHERE verdict IN ('reversed', 'indistinguishable');
 
 CREATE OR REPLACE VIEW rank_changes AS
