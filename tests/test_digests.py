@@ -288,3 +288,12 @@ def test_a_home_derived_another_way_is_recomputed_on_the_next_ingest(analyst_hom
     assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0  # the analyst home's source: nothing new
     assert query(home, "SELECT run_id, run_digest, run_digest_v1alpha1 FROM run_manifests ORDER BY run_id") == expected
     assert query(home, "SELECT value FROM ingest_state WHERE key = ?", [steps.DERIVED_KEY]) == [(steps.DERIVED_VERSION,)]
+
+
+def test_each_workload_digest_is_one_row(default_home):
+    """Sources that list one workload's parameters in different orders give one digest (RFC 8785), and
+    `workloads` keeps one row for it."""
+    from conftest import query
+
+    [(rows, digests)] = query(default_home, "SELECT count(*), count(DISTINCT workload_digest) FROM workloads")
+    assert rows == digests > 300

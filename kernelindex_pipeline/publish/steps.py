@@ -282,7 +282,9 @@ def _normalize_batch(con: duckdb.DuckDBPyConnection, wh: Warehouse, listed: list
         con.execute("DELETE FROM run_keys WHERE dim_key IN (SELECT dim_key FROM k_new)")
         con.execute("INSERT INTO run_keys BY NAME SELECT * FROM k_new")
         con.execute("DELETE FROM workloads WHERE workload_digest IN (SELECT workload_digest FROM w_new)")
-        con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new")
+        # one row per digest: sources may list one workload's parameters in different orders
+        con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
+                    "QUALIFY row_number() OVER (PARTITION BY workload_digest ORDER BY definition) = 1")
     for key, reason in result.unparseable.items():
         con.execute(f"UPDATE snapshots SET state = '{UNPARSEABLE}', problem = ? WHERE revision_key = ?", [reason, key]).fetchall()
     totals["rows_in"] += result.rows_in

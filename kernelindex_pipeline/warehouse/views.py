@@ -206,4 +206,5 @@ def workload_params_view(con) -> str:
             "json_extract_string(definition, '$.spec.kernel') AS kernel, workload_slug, "
             "json_extract_string(definition, '$.spec.dtype') AS dtype"
             + "".join(f", {c}" for c in columns)
-            + " FROM (SELECT DISTINCT workload_digest, workload_slug, definition FROM workloads)")
+            + " FROM (SELECT workload_digest, workload_slug, definition FROM workloads"
+            " QUALIFY row_number() OVER (PARTITION BY workload_digest ORDER BY definition) = 1)")
