@@ -165,20 +165,13 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 @contextlib.contextmanager
 def environment(**values: str | None):
     """os.environ with `values` set (None: unset), restored afterwards."""
-    saved = {name: os.environ.get(name) for name in values}
-    try:
+    with pytest.MonkeyPatch.context() as patch:
         for name, value in values.items():
             if value is None:
-                os.environ.pop(name, None)
+                patch.delenv(name, raising=False)
             else:
-                os.environ[name] = value
+                patch.setenv(name, value)
         yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
