@@ -136,8 +136,7 @@ def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
         return ""
     rows = []
     for c in checks:
-        rerun = (f"{c['rerun_ratio']:.3f} [{c['ci_low']:.3f}, {c['ci_high']:.3f}]" if c["rerun_ratio"] is not None
-                 and c["ci_low"] is not None else "—")
+        rerun = _interval(c["rerun_ratio"], c["ci_low"], c["ci_high"])
         measured = _measured_medians(c)
         sessions = c.get("sessions")
         flag = (f"<br><span class=\"flag source-artifact\">source artifact: {_e(c['source_artifact'])}</span>"
@@ -189,7 +188,8 @@ FROM source_artifacts GROUP BY kernel, operation_mode ORDER BY kernel, operation
 
 
 def _interval(ratio, low, high) -> str:
-    return "—" if ratio is None else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
+    """A ratio with its 95% interval, or a dash without one."""
+    return "—" if ratio is None or low is None else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def kernel_verdict_sections(con) -> dict[str, str]:
