@@ -31,6 +31,21 @@ def preference(p):
     return {"x": [rows, p["hidden"]], "weight": [p["vocab"], p["hidden"]], "target": ("int64", [rows])}
 
 
+def grpo(p):
+    """A policy LM head and a frozen reference head over whole sequences, with the sampled token ids, the
+    attention mask (float32, as upstream's ``torch.ones``) and one advantage a sequence."""
+    batch, seq, hidden, vocab = p["batch"], p["seq"], p["hidden"], p["vocab"]
+    return {
+        "x": [batch, seq, hidden],
+        "selected_token_ids": ("int64", [batch, seq]),
+        "attention_mask": ("fp32", [batch, seq]),
+        "advantages": [batch],
+        "ref_input": [batch, seq, hidden],
+        "weight": [vocab, hidden],
+        "ref_weight": [vocab, hidden],
+    }
+
+
 def distillation(p):
     """A student LM head (hidden // 2) and a teacher LM head (hidden) over the same tokens, with targets."""
     return {

@@ -93,6 +93,10 @@ class KernelSpec:
     # Whether published workload definitions state the input tensors. A family whose workloads were published
     # before it had a spec keeps them as published ("inputs": "unknown"): its shapes size its reruns only.
     shapes_published: bool = True
+    # Parameters an older revision of the source's script fixed without its runs naming them (Qwen2-VL
+    # M-RoPE's batch of 1 before upstream's benchmark refactor): they size and build the reruns of such
+    # workloads, never a published definition, whose inputs stay "unknown".
+    harness_defaults: Mapping[str, object] = field(default_factory=dict)
 
     def canonical(self, source_name: str) -> str:
         """Canonical name of a source parameter name for this kernel."""
@@ -113,6 +117,11 @@ class KernelSpec:
             return tensors
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             return None
+
+
+    def rerun_tensors(self, params: Mapping[str, object], dtype: str | None) -> list[dict] | None:
+        """The input tensors a rerun builds: ``input_tensors`` with the harness's unnamed parameters."""
+        return self.input_tensors({**self.harness_defaults, **params}, dtype)
 
 
 def spec(name: str, title: str, **kwargs) -> KernelSpec:

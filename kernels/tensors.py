@@ -79,7 +79,7 @@ def input_shapes(kernel: str, params: Mapping[str, object], shown=None) -> dict[
 def _described(kernel: str, params: Mapping[str, object], shown=None) -> list[dict]:
     """The spec's input tensors of a workload ([{name, dtype, shape}], dtype ``unknown`` where the spec leaves it
     to the run), or the ValueError ``input_shapes`` raises."""
-    tensors = kernels.lookup(kernel).input_tensors(params, None)
+    tensors = kernels.lookup(kernel).rerun_tensors(params, None)
     if tensors is None:
         named = dict(params if shown is None else shown)
         raise ValueError(f"{kernel}: the spec gives no input shapes for parameters {named}")

@@ -61,8 +61,8 @@ def tensor_dtype(target: dict) -> str:
 
 
 def input_bytes(kernel: str, params: dict, dtype: str) -> int | None:
-    """Bytes of a workload's input tensors, from ``kernels.lookup(kernel).input_tensors``; None if unknown."""
-    tensors = kernels.lookup(kernel).input_tensors(params, dtype)
+    """Bytes of a workload's input tensors, from ``kernels.lookup(kernel).rerun_tensors``; None if unknown."""
+    tensors = kernels.lookup(kernel).rerun_tensors(params, dtype)
     if tensors is None:
         return None
     total = 0

@@ -1,7 +1,11 @@
 """Fused linear GRPO loss, token-level importance sampling (GRPO): the clipped policy-gradient loss with a KL
-penalty over an LM head, without materialized logits. The spec gives no input shapes (its adapter builds them
-from the parameters)."""
+penalty over an LM head, without materialized logits.
 
+Its workloads were published with their input tensors unknown; the spec keeps them so
+(``shapes_published=False``) and gives the shapes for the reruns only (``kernels.shapes.grpo``)."""
+
+from kernels.shapes import grpo
 from kernels.spec import spec
 
-SPEC = spec("fused_linear_grpo_loss_token", "Fused linear GRPO loss · token-level importance sampling")
+SPEC = spec("fused_linear_grpo_loss_token", "Fused linear GRPO loss · token-level importance sampling", tensors=grpo,
+            shapes_published=False)

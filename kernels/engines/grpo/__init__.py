@@ -7,7 +7,7 @@ from Liger's ``test/chunked_loss/test_grpo_loss.py`` at their defaults: loss typ
 0.2 either side, temperature 1, no bias, a reference model, no old log-probabilities (the ratio is taken
 against the detached current ones) and the script's ``importance_sampling_level``.
 
-The specs of these families give no input tensors, so the shapes come from the parameters here: ``x`` and
+Their specs give the input shapes (``kernels.shapes.grpo``) for the reruns only: ``x`` and
 ``ref_input`` [batch, seq, hidden] (the policy's and the reference model's hidden states, standard normal),
 ``weight`` and ``ref_weight`` [vocab, hidden] (``torch.nn.Linear``'s initialization, as the modules keep
 them), ``selected_token_ids`` int64 [batch, seq] uniform over the vocabulary, ``attention_mask`` float32
@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from kernels.adapter import Built
 from kernels.spec import DTYPE_BYTES
-from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, leaf_copies
+from kernels.tensors import RERUN_BYTES, RERUN_DTYPES, generator, input_shapes, leaf_copies
 from kernels.engines.lm_head import LMHeadAdapter, chunked_label, compiled_on, liger_chunked_loss, linear_weight
 
 LEVELS = ("token", "sequence")
@@ -118,18 +118,10 @@ class GRPOAdapter(LMHeadAdapter):
             raise ValueError(f"{self.KERNEL}: importance_sampling_level {named!r}, expected {self.level!r}")
         return int(params["batch"]), int(params["seq"]), int(params["hidden"]), int(params["vocab"])
 
-    def input_shapes(self, params) -> dict[str, tuple[int, ...]]:
-        """{input name: shape} of a workload (the spec gives none)."""
-        batch, seq, hidden, vocab = self.dims(params)
-        return {
-            "x": (batch, seq, hidden),
-            "selected_token_ids": (batch, seq),
-            "attention_mask": (batch, seq),
-            "advantages": (batch,),
-            "ref_input": (batch, seq, hidden),
-            "weight": (vocab, hidden),
-            "ref_weight": (vocab, hidden),
-        }
+    def input_shapes(self, params) -> dict[str, list[int]]:
+        """{input name: shape} of a workload, from the spec, once its level is checked."""
+        self.dims(params)
+        return input_shapes(self.KERNEL, params)
 
     def make_inputs(self, params, dtype, seed, device) -> dict[str, torch.Tensor]:
         """Drawn in the script's order (x, token ids, advantages, reference input, then the two heads'
