@@ -88,6 +88,7 @@ def test_json_export_is_reproducible(analyst_home, json_export, tmp_path, monkey
 @pytest.mark.parametrize("external_id, figures", [
     (LLAMA4, ["153.6µs median", "Rank 2 in its comparison group · source-native comparison · observed 2025-08-07",
               "latency · p20 151.9 µs", "latency · p80 155.8 µs", "latency · median 153.6 µs",
+              "The source's own figures, unrounded: its 20th, 50th and 80th percentiles in milliseconds: "
               "ms 20 0.15190400183200836 · ms 50 0.1536320000886917 · ms 80 0.1558080017566681",
               "workload seq = 2048 · hidden = 2048 · q_heads = 32 · kv_heads = 8 · bf16",
               "k bf16 [1, 2048, 8, 64]", "q bf16 [1, 2048, 32, 64]", "gpu NVIDIA H100 (sm_90)",

@@ -245,22 +245,22 @@ def test_the_documented_gh_pages_queries_return_rows(both_home):
         assert query(both_home, sql), sql
 
 
-def test_a_workload_whose_parameters_give_no_input_shapes_is_not_a_rerun_target(both_home):
-    """gh-pages runs of Qwen2-VL M-RoPE leave out the batch: no tensors can be built for them, so they are
-    not rerun targets (a session would otherwise stop at them)."""
+def test_a_workload_whose_runs_leave_out_the_scripts_batch_is_a_rerun_target(both_home):
+    """gh-pages runs of Qwen2-VL M-RoPE from before upstream's refactor leave out the script's batch of 1: their
+    published inputs stay unknown, and their reruns build that batch (the spec's harness defaults)."""
     from kernelindex_pipeline.gpu import targets as T
     from kernelindex_pipeline.gpu import workloads as W
 
     with Warehouse(both_home).reader() as con:
-        chosen = T.warehouse_targets(con)
-        definitions = [d for (d,) in con.execute(
+        chosen = T.warehouse_targets(con, ["qwen2vl_mrope"])
+        definitions = [json.loads(d)["spec"] for (d,) in con.execute(
             "SELECT DISTINCT w.definition FROM runs r JOIN workloads w USING (workload_digest) "
             "WHERE r.kernel = 'qwen2vl_mrope' AND r.comparison_key IN (SELECT comparison_key FROM ranks)").fetchall()]
-    unbuildable = [p for p in (json.loads(d)["spec"]["parameters"] for d in definitions)
-                   if W.input_bytes("qwen2vl_mrope", p, "bf16") is None]
-    assert unbuildable, "the shipped data has no qwen2vl_mrope workload without input shapes"
-    assert all(W.input_bytes(t["kernel"], t["params"], W.tensor_dtype(t)) is not None for t in chosen)
-    assert not [t for t in chosen if t["kernel"] == "qwen2vl_mrope" and t["params"] in unbuildable]
+    batchless = [d["parameters"] for d in definitions if "batch" not in d["parameters"]]
+    assert batchless, "the shipped data has no qwen2vl_mrope workload without its batch"
+    assert all(d["inputs"] == "unknown" for d in definitions if "batch" not in d["parameters"])
+    assert all(W.input_bytes("qwen2vl_mrope", p, "bf16") for p in batchless)
+    assert all(p in [t["params"] for t in chosen] for p in batchless)
 
 
 def test_no_label_in_the_default_build_contradicts_its_own_interval(both_home):
@@ -563,7 +563,7 @@ def test_the_megatron_reruns_in_float32_decide_nothing_and_the_bfloat16_ones_dec
         assert any(k == kernel and v == "held" for k, v, _, _ in device), kernel
     # a claim with no bfloat16 rerun of its workload waits for one; backward rows that time forward and
     # backward together (the script table) are a source artifact
-    assert ("megatron_cross_entropy", "not re-checked", "other_dtype", True) in device
+    assert all(awaiting for _, _, code, awaiting in device if code == "other_dtype")
     assert ("megatron_cross_entropy", "not re-checked", "source_artifact", False) in device
 
 

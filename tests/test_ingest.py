@@ -12,6 +12,7 @@ from kernelindex_pipeline.defs.partitions import upstream_revisions
 from kernelindex_pipeline.ingest.sources import DirectorySource
 from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
 from kernelindex_pipeline.warehouse.sql import table_checksum
+from conftest import copy_home
 from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
 ALL_TABLES = CONTRACT_TABLES + ("snapshots", "observations", "run_keys", "workloads", "snapshot_quarantine",
@@ -52,9 +53,8 @@ def test_withdrawn_runs_are_kept_and_unranked(shipped_warehouse):
     assert newest is not None
 
 
-def test_second_ingest_with_nothing_new_rewrites_no_row(tmp_path, capsys):
-    home = tmp_path / "home"
-    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
+def test_second_ingest_with_nothing_new_rewrites_no_row(analyst_home, tmp_path, capsys):
+    home = copy_home(analyst_home, tmp_path / "home")
     wh = Warehouse(home)
     before, files = checksums(wh), parquet_bytes(wh)
     capsys.readouterr()
@@ -63,10 +63,9 @@ def test_second_ingest_with_nothing_new_rewrites_no_row(tmp_path, capsys):
     assert checksums(wh) == before and parquet_bytes(wh) == files
 
 
-def test_rematerializing_every_asset_changes_nothing(tmp_path):
+def test_rematerializing_every_asset_changes_nothing(analyst_home, tmp_path):
     """Even a forced full re-run over all partitions (the nightly schedule's run) leaves every table as it was."""
-    home = tmp_path / "home"
-    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
+    home = copy_home(analyst_home, tmp_path / "home")
     wh = Warehouse(home)
     before, files = checksums(wh), parquet_bytes(wh)
     instance = dg.DagsterInstance.ephemeral()

@@ -43,8 +43,10 @@ from kernelindex_pipeline.ingest.sources import SOURCE_NAME, Revision
 from kernelindex_pipeline.warehouse.store import Warehouse
 from kernelindex_pipeline.warehouse.sql import registered, replace_if_changed
 
-# ingest_state key holding the fingerprint of the evidence files the warehouse was built from.
+# ingest_state keys holding the fingerprints of the evidence files and of the attestation files the warehouse
+# was built from: new evidence re-checks claims, new attestations touch only the attestations.
 EVIDENCE_KEY = "evidence"
+ATTESTATIONS_KEY = "attestations"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
@@ -109,18 +111,20 @@ def known_revisions(wh: Warehouse) -> dict[str, str]:
 class News:
     """What an ingest has to do, against the warehouse as it stands: the revisions upstream lists whose bytes
     are not stored yet (``to_fetch``), landed revisions not published yet (``to_publish``), whether the evidence
-    or attestation files changed since the last publication, and whether the derived tables were computed
+    or the attestation files changed since the last publication, and whether the derived tables were computed
     another way (``recompute``)."""
 
     to_fetch: list[str]
     to_publish: set[str]
     evidence_changed: bool
+    attestations_changed: bool
     recompute: bool
     published: dict[str, str]
 
     @property
     def anything(self) -> bool:
-        return bool(self.to_fetch or self.to_publish or self.evidence_changed or self.recompute)
+        return bool(self.to_fetch or self.to_publish or self.evidence_changed or self.attestations_changed
+                    or self.recompute)
 
     def run_keys(self, keys: list[str]) -> list[str]:
         """The revision keys (partitions, in order) one ingest run covers: from the first not published yet
@@ -136,12 +140,13 @@ def news(wh: Warehouse, listed: Sequence[str], evidence_dir: Path, attestations_
     if wh.exists():
         with wh.reader() as con:
             published = dict(con.execute("SELECT revision_key, state FROM snapshots").fetchall())
-            state = dict(con.execute("SELECT key, any_value(value) FROM ingest_state WHERE key IN (?, ?) GROUP BY 1",
-                                     [EVIDENCE_KEY, DERIVED_KEY]).fetchall())
+            state = dict(con.execute("SELECT key, any_value(value) FROM ingest_state WHERE list_contains(?, key) "
+                                     "GROUP BY 1", [[EVIDENCE_KEY, ATTESTATIONS_KEY, DERIVED_KEY]]).fetchall())
     return News(
         to_fetch=still_to_fetch(listed, published),
         to_publish={r["revision_key"] for r in wh.landed()} - set(published),
-        evidence_changed=state.get(EVIDENCE_KEY) != evidence_fingerprint(evidence_dir, attestations_dir),
+        evidence_changed=state.get(EVIDENCE_KEY) != files_fingerprint(evidence_files(evidence_dir)),
+        attestations_changed=state.get(ATTESTATIONS_KEY) != files_fingerprint(attestation_files(attestations_dir)),
         recompute=wh.exists() and state.get(DERIVED_KEY) != DERIVED_VERSION,
         published=published,
     )
@@ -149,12 +154,17 @@ def news(wh: Warehouse, listed: Sequence[str], evidence_dir: Path, attestations_
 
 # -- one publication --------------------------------------------------------------------------------
 
-def evidence_fingerprint(directory: Path, attestations_dir: Path | None = None) -> str:
-    """A digest of the committed evidence files and attestation files: a change to either republishes."""
+def evidence_files(directory: Path) -> list[Path]:
+    return sorted(Path(directory).glob("*.jsonl.gz"))
+
+
+def attestation_files(directory: Path | None) -> list[Path]:
+    return [] if directory is None else sorted(Path(directory).glob("*.json"))
+
+
+def files_fingerprint(files: Sequence[Path]) -> str:
+    """A digest of files' names and bytes: a change to any republishes."""
     h = hashlib.sha256()
-    files = sorted(Path(directory).glob("*.jsonl.gz"))
-    if attestations_dir is not None:
-        files += sorted(Path(attestations_dir).glob("*.json"))
     for path in files:
         h.update(path.name.encode() + b"\0" + bytes.fromhex(sha256_of(path)))
     return h.hexdigest()
@@ -179,16 +189,21 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             keys = snapshots.details["keys"]
         observations = normalize_snapshots(con, wh, keys)
         references = record_references(con, wh, wh.landed_references())
-        fingerprint = evidence_fingerprint(evidence_dir, attestations_dir)
+        fingerprint = files_fingerprint(evidence_files(evidence_dir))
         evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint
         if evidence_changed:
             loaded = load_controlled_evidence(con, evidence_dir)
             _set_state(con, EVIDENCE_KEY, fingerprint)
         else:
             loaded = StepResult(0, False, {"refused": 0, "files": 0})
+        attested = files_fingerprint(attestation_files(attestations_dir))
+        attestations_changed = everything or _state(con, ATTESTATIONS_KEY) != attested
+        if attestations_changed:
+            _set_state(con, ATTESTATIONS_KEY, attested)
         if everything:
             _set_state(con, DERIVED_KEY, DERIVED_VERSION)
-        staging.changed |= bool(snapshots.changed or references or evidence_changed or everything)
+        staging.changed |= bool(snapshots.changed or references or evidence_changed or attestations_changed
+                                or everything)
         if staging.changed:
             in_scope = mark_scope(con, snapshots.details["keys"] + references, evidence_changed, everything)
             runs = update_runs(con, wh)

@@ -29,6 +29,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -63,6 +64,7 @@ from kernelindex_pipeline.site.statements import (
     statement_positions,
 )
 from kernelindex_pipeline.site.verdict_pages import VERDICT_HISTORY_SQL, verdict_history_section
+from kernelindex_pipeline.warehouse.schema import manifests_sql, rows_of_runs
 from kernelindex_pipeline.warehouse.store import Warehouse
 from kernelindex_pipeline.warehouse.sql import records, table_exists
 
@@ -77,7 +79,7 @@ SELECT r.run_id, r.external_id, r.title, r.kernel, r.operation_mode, r.provider,
     m.manifest, m.run_digest, w.definition AS workload, i.manifest AS implementation_manifest,
     k.rank, k.group_size, {published_at} AS published_at, {listing_rank}, {source_artifact} AS source_artifact
 FROM runs r
-JOIN manifests m USING (run_id)
+JOIN {manifests} m USING (run_id)
 LEFT JOIN (SELECT * FROM workloads QUALIFY row_number() OVER (PARTITION BY workload_digest) = 1) w USING (workload_digest)
 LEFT JOIN implementations i USING (implementation_digest)
 LEFT JOIN ranks k USING (run_id)
@@ -187,6 +189,17 @@ FROM source_artifacts GROUP BY kernel, operation_mode ORDER BY kernel, operation
 """
 
 
+def _native_label(native: dict) -> str:
+    """What a run's source-native metrics are, for the line that shows them unrounded."""
+    quantiles = [re.fullmatch(r"(ms|us|s)_(\d+)", k) for k in native]
+    if quantiles and all(quantiles):
+        units = {"ms": "milliseconds", "us": "microseconds", "s": "seconds"}
+        named = " and ".join(filter(None, [", ".join(f"{m[2]}th" for m in quantiles[:-1]), f"{quantiles[-1][2]}th"]))
+        plural = "s" if len(quantiles) > 1 else ""
+        return f"The source's own figures, unrounded: its {named} percentile{plural} in {units[quantiles[0][1]]}"
+    return "The source's own figures, unrounded, under its own names"
+
+
 def _interval(ratio, low, high) -> str:
     """A ratio with its 95% interval, or a dash without one."""
     return "—" if ratio is None or low is None else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
@@ -263,12 +276,15 @@ def run_records_sql(con, where: str = "", order: str = "r.run_id") -> str:
         listing_ranks="LEFT JOIN listing_ranks lr USING (run_id)" if listed else "",
         source_artifact="sa.reason" if flagged else "NULL",
         source_artifacts="LEFT JOIN source_artifacts sa USING (run_id)" if flagged else "",
+        # Only the selected runs' manifests are put together (each joins its protocol and environment).
+        manifests=f"({manifests_sql(rows_of_runs('run_manifests', f'SELECT r.run_id FROM runs r {where}'))})"
+        if where else "manifests",
         where=where, order=order)
 
 
 def run_records(con, run_ids: list[str]) -> list[dict]:
     """What the record pages show of each of `run_ids`, by run id."""
-    return records(con, run_records_sql(con, "WHERE list_contains(?, r.run_id)"), [run_ids])
+    return records(con, run_records_sql(con, "WHERE list_contains($1, r.run_id)"), [run_ids])
 
 
 def _pretty_manifest(manifest: dict) -> str:
@@ -353,7 +369,8 @@ def record_page(run: dict, leader: dict | None, groups_with_pages: set[str], che
         f"<p class=\"rank\">{rank_line}</p>{superseded}{compare}"
         + (f"<p class=\"flag source-artifact\">Source artifact: {_e(run['source_artifact'])}</p>"
            if run.get("source_artifact") else "")
-        + (f"<p class=\"native\">{native_line}</p>" if native_line else "") + "</section>")
+        + (f"<p class=\"native\"><span class=\"muted\">{_native_label(native)}:</span> {native_line}</p>"
+           if native_line else "") + "</section>")
 
     identity = [
         ("implementation", _e(run["implementation"])), ("project", _e(run["project"])),
@@ -494,10 +511,11 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str,
 # Runs are exported in shards of their comparison groups, each rendered in a worker process (one per CPU, up
 # to EXPORT_WORKERS_MAX): an export's time divides by the CPUs. A shard holds about SHARD_TEXT_BYTES of runs'
 # canonical text (a controlled run's is twice a source-native one's), read in one sorted query within
-# SHARD_MEMORY (which sorts about twice that text), so a worker's memory follows a shard, not the
+# SHARD_MEMORY: DuckDB's sort of a shard's rows (their manifests twice the runs' text, with workloads and
+# implementations) takes about 25 times the runs' text, so a worker's memory follows a shard, not the
 # warehouse. Small warehouses stay in one process, which starts sooner than a pool.
 EXPORT_WORKERS_MAX = 4
-SHARD_TEXT_BYTES = 6 * 2**20
+SHARD_TEXT_BYTES = 3 * 2**20
 SHARD_MEMORY = "128MB"
 PARALLEL_FROM_RUNS = 20_000
 FETCH_ROWS = 1_000
