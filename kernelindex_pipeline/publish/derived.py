@@ -7,6 +7,7 @@ that differ (`replace_where`), so a nightly costs what its revision adds, not th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,22 +251,47 @@ def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
     return StepResult(count, changed, {"groups": groups, "listing_ranks": listed})
 
 
+# A group's claims read its ranks, and the claims its replaced runs made when listed its listing ranks: with the
+# evidence as it was, a group in scope whose ranks (listings) this publication left unchanged keeps them.
+RANKS_CHANGED = "SELECT key FROM publication_changes WHERE table_name = 'ranks'"
+LISTINGS_CHANGED = (f"{RANKS_CHANGED} UNION SELECT comparison_key FROM runs "
+                    "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = 'listing_ranks')")
+
+
+@contextlib.contextmanager
+def narrowed_scope(con: duckdb.DuckDBPyConnection, groups: str | None):
+    """`scope_groups` narrowed to the groups the query `groups` names (None: as it is), restored afterwards."""
+    if groups is None:
+        yield
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE _whole_scope AS SELECT * FROM scope_groups")
+    con.execute(f"DELETE FROM scope_groups WHERE comparison_key NOT IN ({groups})")
+    try:
+        yield
+    finally:
+        con.execute("DELETE FROM scope_groups")
+        con.execute("INSERT INTO scope_groups SELECT * FROM _whole_scope")
+        con.execute("DROP TABLE _whole_scope")
+
+
 def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:
-    """Claim checks of the comparison groups in scope (their bootstrap intervals computed again only where
-    the evidence changed), their checks at the source's Liger release, the listing-time claims of their
-    replaced runs, and the verdict history."""
-    checked = claims.claim_checks(con, reuse_intervals=not evidence_changed)
-    with registered(con, cc_new=checked):
-        changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
-                                key="comparison_key")
-    claims.reflag_source_artifacts(con)
-    with registered(con, vc_new=claims.version_checks(con, checked)):
-        changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
-                                 key="comparison_key")
-    with registered(con, lc_new=listing_claim_checks(con)):
-        changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM lc_new ORDER BY ALL",
-                                 key="comparison_key")
-    history = record_verdicts(con)
+    """Claim checks of the comparison groups in scope whose ranks changed, or all of them where the evidence
+    changed (their bootstrap intervals computed again only then), their checks at the source's Liger release,
+    the verdict history, and the listing-time claims of the replaced runs of the groups whose listings changed."""
+    with narrowed_scope(con, None if evidence_changed else RANKS_CHANGED):
+        checked = claims.claim_checks(con, reuse_intervals=not evidence_changed)
+        with registered(con, cc_new=checked):
+            changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
+                                    key="comparison_key")
+        claims.reflag_source_artifacts(con)
+        with registered(con, vc_new=claims.version_checks(con, checked)):
+            changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
+                                     key="comparison_key")
+        history = record_verdicts(con)
+    with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
+        with registered(con, lc_new=listing_claim_checks(con)):
+            changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS,
+                                     "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key")
     [(count,)] = con.execute("SELECT count(*) FROM claim_checks").fetchall()
     return StepResult(count, changed or history["verdicts_changed"] > 0,
                       {"rechecked": checked.num_rows, **history})

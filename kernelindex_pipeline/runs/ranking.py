@@ -126,6 +126,7 @@ def add_listing_ranks(con) -> int:
     for step in LISTING_RANKS_STEPS[:-1]:
         con.execute(step)
     [(added,)] = con.execute(LISTING_RANKS_STEPS[-1]).fetchall()
+    con.execute("INSERT INTO publication_changes SELECT 'listing_ranks', run_id FROM _unlisted")
     drop_temporary(con)
     return added
 

@@ -274,6 +274,10 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Tabl
 def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str, reuse_intervals: bool) -> list[dict]:
     """The claims `claim_filter` admits, each with its verdict or the reason it has none under each
     protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
+    # The candidates' query reads every rerun whatever the scope: a publication that changed no group skips it.
+    [(groups,)] = con.execute("SELECT count(*) FROM scope_groups").fetchall()
+    if not groups:
+        return []
     compiled = catalog.compiled_sql("c.kernel", "c.provider")
     rows = records(con, load_sql(__file__, "candidates.sql").format(
         protocols=catalog.PROTOCOLS_VALUES, compiled=compiled, release=release, other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
