@@ -50,7 +50,8 @@ def workload_definition(kernel: str, params: dict, dtype: str | None, implied: d
     }
     workload = published(definition)
     return {"workload_slug": slug, "workload_digest": workload.digest, "digest_v1alpha1": workload.alias,
-            "definition": workload.obj, "known_kernel": kernels.is_known(kernel), "shapes_known": spec.rerun_tensors(params, dtype) is not None}
+            "definition": workload.obj, "known_kernel": kernels.is_known(kernel),
+            "shapes_known": (spec.rerun_tensors(params, dtype) if spec.harness_defaults else tensors) is not None}
 
 
 def display(params: dict, dtype: str | None) -> str:
