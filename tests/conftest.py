@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -66,9 +67,15 @@ def read_snapshot(row: dict) -> bytes:
     return gzip.decompress((SNAPSHOTS / row["file"]).read_bytes())
 
 
+# The CLI the tests start reads no rerun evidence unless a test passes KERNELINDEX_EVIDENCE: checking every
+# committed session's claims costs most of a small ingest, and the tests of sources and of the warehouse's
+# safety are about what a revision brings. The shared builds (analyst_home, default_home) read the evidence.
+NO_EVIDENCE = Path(tempfile.mkdtemp(prefix="kernelindex-no-evidence-"))
+
+
 def cli_env(home: Path, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELINDEX_", "DAGSTER_", "GITHUB_TOKEN"))}
-    return {**env, **FAST_HTTP, "KERNELINDEX_HOME": str(home), **extra}
+    return {**env, **FAST_HTTP, "KERNELINDEX_HOME": str(home), "KERNELINDEX_EVIDENCE": str(NO_EVIDENCE), **extra}
 
 
 def kernelindex_cmd(*args: str) -> list[str]:
@@ -172,6 +179,23 @@ def environment(**values: str | None):
             else:
                 patch.setenv(name, value)
         yield
+
+
+# Five committed rerun sessions of every kind (an own-card H100 session, a release check, a replication, two
+# older H200 sessions): claims of each verdict, version checks and replications, at a fifth of the cost of all.
+EVIDENCE_SAMPLE = ("h100-2026-12-06-74c35547a4b8-own-card-7", "h100-2026-12-06-74c35547a4b8-liger-0.7.0",
+                   "h100-2026-12-06-b175f195cb62-replication", "h200-2026-12-02", "h200-2026-12-03-norms")
+
+
+@pytest.fixture(scope="session")
+def evidence_sample(tmp_path_factory) -> Path:
+    """An evidence directory holding the EVIDENCE_SAMPLE sessions."""
+    from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
+
+    folder = tmp_path_factory.mktemp("evidence-sample")
+    for name in EVIDENCE_SAMPLE:
+        shutil.copy(SHIPPED_EVIDENCE / f"{name}.jsonl.gz", folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -109,7 +109,7 @@ def test_a_staged_generation_that_fails_its_audit_is_never_published(tmp_path, b
     are written) fails in one line, and the previous warehouse stays live, byte for byte."""
     import hashlib
 
-    from conftest import environment
+    from conftest import NO_EVIDENCE, environment
 
     from kernelindex_pipeline import cli
     from kernelindex_pipeline.publish import steps
@@ -125,7 +125,8 @@ def test_a_staged_generation_that_fails_its_audit_is_never_published(tmp_path, b
                     "(SELECT key FROM publication_changes WHERE table_name = 'runs') LIMIT 1")
 
     monkeypatch.setattr(steps, "update_published_identifiers", plant_a_duplicate)
-    with environment(KERNELINDEX_HOME=str(home), KERNELINDEX_SOURCES=None, DAGSTER_HOME=None):
+    with environment(KERNELINDEX_HOME=str(home), KERNELINDEX_SOURCES=None, DAGSTER_HOME=None,
+                     KERNELINDEX_EVIDENCE=str(NO_EVIDENCE)):
         assert cli.main(["ingest", "--source", str(next_source)]) != 0
     err = capsys.readouterr().err
     assert "failed its audit, previous warehouse kept: 2 duplicate run or external ids" in err

@@ -11,7 +11,7 @@ import os
 import re
 
 import pytest
-from conftest import query
+from conftest import NO_EVIDENCE, environment, query
 from test_claim_checks import assert_unrecorded_compiles_decide_nothing
 from test_export import text_of
 from test_ui import needs_chromium
@@ -203,7 +203,8 @@ def _gh_pages_subset(root, lines: int, golden: bytes):
 def test_a_broken_golden_file_is_quarantined_and_a_fixed_one_replaces_nothing_else(tmp_path):
     home = tmp_path / "home"
     source = _gh_pages_subset(tmp_path / "gh", 1, b'{"golden_commits": {"rms_norm": "0701bab"')
-    assert ingest_into(home, "--source", str(source)) == 0
+    with environment(KERNELINDEX_EVIDENCE=str(NO_EVIDENCE)):  # the golden file is the source's alone
+        assert ingest_into(home, "--source", str(source)) == 0
     assert query(home, "SELECT count(*) FROM golden_commits") == [(0,)]
     [(reason,)] = query(home, "SELECT reason FROM quarantine WHERE revision_key LIKE 'liger-kernel-gh-pages:%'")
     assert reason.startswith("benchmarks/golden_commits.json: not JSON")
@@ -212,7 +213,8 @@ def test_a_broken_golden_file_is_quarantined_and_a_fixed_one_replaces_nothing_el
     # the next nightly finds a new revision and a fixed file: one bad entry refused alone
     _gh_pages_subset(source, 2, json.dumps({"default_commit": "c1bdc24", "golden_commits": {
         "rms_norm": "0701bab", "geglu": "not a commit"}}).encode())
-    assert ingest_into(home, "--source", str(source)) == 0
+    with environment(KERNELINDEX_EVIDENCE=str(NO_EVIDENCE)):
+        assert ingest_into(home, "--source", str(source)) == 0
     assert query(home, "SELECT golden_key, benchmarked_commit FROM golden_commits") == [("rms_norm", "0701bab")]
     reasons = [r for (r,) in query(home, "SELECT reason FROM quarantine WHERE revision_key LIKE 'liger-kernel-gh-pages:%' "
                                          "ORDER BY reason")]

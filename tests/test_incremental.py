@@ -9,7 +9,7 @@ import pytest
 
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.warehouse import CHANGED_GROUPS
-from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE, SHIPPED_GH_PAGES, SHIPPED_UPSTREAM
+from kernelindex_pipeline.defs.resources import SHIPPED_GH_PAGES, SHIPPED_UPSTREAM
 from kernelindex_pipeline.ingest.sources import DirectorySource, FileDeletedAtRevision
 from kernelindex_pipeline.warehouse.views import RANK_CHANGES_SQL
 from kernelindex_pipeline.warehouse.store import PARQUET_TABLES, Warehouse
@@ -46,19 +46,19 @@ def _rows(home: Path, table: str, columns: str) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
+def builds(tmp_path_factory, evidence_sample):
     """(one publication of every revision and the evidence, the same published in six steps)."""
     revisions = _revisions()
     assert any(r.path == "benchmarks/855e98d/benchmark.csv" for r in revisions[:12])  # rewritten, then removed
     no_evidence = tmp_path_factory.mktemp("no-evidence")
     at_once = Warehouse(tmp_path_factory.mktemp("at-once"))
-    _publish(at_once, revisions, SHIPPED_EVIDENCE)
+    _publish(at_once, revisions, evidence_sample)
     stepwise = Warehouse(tmp_path_factory.mktemp("stepwise"))
     scopes = [_publish(stepwise, revisions[:8], no_evidence).runs.details["in_scope"],
-              _publish(stepwise, [], SHIPPED_EVIDENCE).runs.details["in_scope"]]
+              _publish(stepwise, [], evidence_sample).runs.details["in_scope"]]
     orders = []
     for chunk in (revisions[8:12], revisions[12:13], revisions[13:17], revisions[17:]):
-        scopes.append(_publish(stepwise, chunk, SHIPPED_EVIDENCE).runs.details["in_scope"])
+        scopes.append(_publish(stepwise, chunk, evidence_sample).runs.details["in_scope"])
         orders.append(_order_changes(stepwise))
     return at_once.home, stepwise.home, scopes, orders
 
@@ -77,14 +77,14 @@ def test_publishing_step_by_step_equals_one_publication(builds, table):
     assert _rows(stepwise, table, COMPARED[table]) == _rows(at_once, table, COMPARED[table])
 
 
-def test_a_scope_built_in_slices_equals_one_built_whole(builds, tmp_path, monkeypatch):
+def test_a_scope_built_in_slices_equals_one_built_whole(builds, tmp_path, monkeypatch, evidence_sample):
     """A long backfill builds `runs` a slice of its scope at a time (`SCOPE_SLICE_RUNS`): sliced small, the
     same revisions give the same tables."""
     from kernelindex_pipeline.publish import derived
 
     monkeypatch.setattr(derived, "SCOPE_SLICE_RUNS", 500)
     sliced = Warehouse(tmp_path / "sliced")
-    done = _publish(sliced, _revisions(), SHIPPED_EVIDENCE)
+    done = _publish(sliced, _revisions(), evidence_sample)
     assert done.runs.details["in_scope"] > 5 * 500
     for table, columns in COMPARED.items():
         assert _rows(sliced.home, table, columns) == _rows(builds[0], table, columns), table
@@ -113,7 +113,7 @@ def test_the_order_changes_shown_are_those_of_the_groups_a_publication_changed(b
     assert all(changed == every for every, changed in orders)
 
 
-def test_a_nightly_links_the_parquet_parts_it_did_not_change(builds, tmp_path):
+def test_a_nightly_links_the_parquet_parts_it_did_not_change(builds, tmp_path, evidence_sample):
     _, stepwise, *_ = builds
     home = tmp_path / "home"
     shutil.copytree(stepwise, home, symlinks=True)
@@ -123,7 +123,7 @@ def test_a_nightly_links_the_parquet_parts_it_did_not_change(builds, tmp_path):
     later = newest.__class__(**{**newest.__dict__, "commit": "f" * 40, "committed_at": "2030-01-01T00:00:00+00:00"})
     data = DirectorySource(str(SHIPPED_UPSTREAM)).read(newest).replace(b",2025-", b",2029-").replace(b",2026-", b",2030-")
     steps.land_revision(wh, later, data)
-    assert steps.publish(wh, SHIPPED_EVIDENCE).published
+    assert steps.publish(wh, evidence_sample).published
     after = {p.name: p.stat().st_ino for p in (wh.tables_dir / "manifests").iterdir()}
     assert set(before) < set(after)  # one part more, for the new runs' manifests
     assert all(after[name] == inode for name, inode in before.items())  # the others are the same files

@@ -12,7 +12,7 @@ from kernelindex_pipeline.defs.partitions import upstream_revisions
 from kernelindex_pipeline.ingest.sources import DirectorySource
 from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
 from kernelindex_pipeline.warehouse.sql import table_checksum
-from conftest import copy_home
+from conftest import NO_EVIDENCE, copy_home, environment
 from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
 ALL_TABLES = CONTRACT_TABLES + ("snapshots", "observations", "run_keys", "workloads", "snapshot_quarantine",
@@ -84,14 +84,16 @@ def test_new_revision_after_earlier_ones_keeps_history(tmp_path):
     newest = index[1]  # INDEX.tsv lists the newest main-file commit first
     (partial / "INDEX.tsv").write_text("\n".join([index[0]] + index[2:]) + "\n")
     home = tmp_path / "home"
-    assert ingest_into(home, "--source", str(partial)) == 0
+    with environment(KERNELINDEX_EVIDENCE=str(NO_EVIDENCE)):  # what runs the newest revision withdraws
+        assert ingest_into(home, "--source", str(partial)) == 0
     wh = Warehouse(home)
     stamps_sql = "SELECT run_id, published_at FROM publications"
     with wh.reader() as con:
         earlier = {r: w for r, w in con.execute("SELECT run_id, withdrawn_upstream FROM runs").fetchall()}
         first_stamps = dict(con.execute(stamps_sql).fetchall())
     (partial / "INDEX.tsv").write_text("\n".join(index) + "\n")
-    assert ingest_into(home, "--source", str(partial)) == 0
+    with environment(KERNELINDEX_EVIDENCE=str(NO_EVIDENCE)):
+        assert ingest_into(home, "--source", str(partial)) == 0
     with wh.reader() as con:
         later = {r: w for r, w in con.execute("SELECT run_id, withdrawn_upstream FROM runs").fetchall()}
         stamps = dict(con.execute(stamps_sql).fetchall())

@@ -25,6 +25,7 @@ from conftest import (
 )
 from upstream_server import UpstreamServer
 
+from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
 from kernelindex_pipeline.ingest.sources import GitHubSource
 from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
 
@@ -35,7 +36,7 @@ def test_full_http_backfill_equals_the_directory_source(tmp_path, full_directory
     home = tmp_path / "home"
     with UpstreamServer() as server:
         url = server.url
-        ingest(home, url)
+        ingest(home, url, KERNELINDEX_EVIDENCE=str(SHIPPED_EVIDENCE))  # as the directory build read it
         listing = server.requests_to("api")
         fetched = len(server.requests_to("raw"))
         server.clear()

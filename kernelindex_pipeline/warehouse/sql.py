@@ -88,7 +88,9 @@ def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query:
     # Only what tells rows apart is read of the rows there now (not a run's text, say).
     kept = columns if compare == "*" else compare
     con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {kept} FROM {table} WHERE {where}")
-    differ = (f"SELECT * FROM (SELECT {compare} FROM _next EXCEPT ALL SELECT {compare} FROM _previous) "
+    [(first_rows,)] = con.execute("SELECT NOT EXISTS (SELECT 1 FROM _previous)").fetchall()
+    differ = ("SELECT * FROM _next" if first_rows else  # nothing to compare with: every row is new
+              f"SELECT * FROM (SELECT {compare} FROM _next EXCEPT ALL SELECT {compare} FROM _previous) "
               f"UNION ALL SELECT * FROM (SELECT {compare} FROM _previous EXCEPT ALL SELECT {compare} FROM _next)")
     if key is None:
         [(changed,)] = con.execute(f"SELECT EXISTS ({differ})").fetchall()
