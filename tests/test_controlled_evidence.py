@@ -64,9 +64,9 @@ def test_reproductions_pair_controlled_runs_with_the_source_runs_they_recheck(sh
         assert source_order == "huggingface < liger" and held in (True, False)
 
 
-def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path):
+def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path, evidence_sample):
     evidence = tmp_path / "evidence"
-    shutil.copytree(SHIPPED_EVIDENCE, evidence)
+    shutil.copytree(evidence_sample, evidence)
     first = sorted(evidence.glob("*.jsonl.gz"))[0]
     with gzip.open(first, "rt") as handle:
         record = json.loads(handle.readline())

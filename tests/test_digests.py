@@ -269,23 +269,25 @@ def test_api_version_tells_whether_a_digest_is_the_v1alpha1_one(shipped_warehous
 
 
 
-def test_a_home_derived_another_way_is_recomputed_on_the_next_ingest(analyst_home, tmp_path):
+def test_a_home_derived_another_way_is_recomputed_on_the_next_ingest(base_warehouse, tmp_path):
     """A home whose derived tables came from an older DERIVED_VERSION (digests over json.dumps text, no
     v1alpha1 digests kept) is republished by `kernelindex ingest` even with nothing new upstream."""
     import duckdb
-    from conftest import copy_home, query
-    from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
+    from conftest import BASE_REVISIONS, copy_home, ingest, main_rows, query, write_snapshot_dir
 
     from kernelindex_pipeline.publish import steps
     from kernelindex_pipeline.warehouse.store import Warehouse
 
-    expected = query(analyst_home, "SELECT run_id, run_digest, run_digest_v1alpha1 FROM run_manifests ORDER BY run_id")
-    home = copy_home(analyst_home, tmp_path / "home")
+    expected = query(base_warehouse, "SELECT run_id, run_digest, run_digest_v1alpha1 FROM run_manifests ORDER BY run_id")
+    assert any(alias for *_, alias in expected)
+    home = copy_home(base_warehouse, tmp_path / "home")
     with duckdb.connect(str(Warehouse(home).db_path.resolve())) as con:
         con.execute("UPDATE run_manifests SET run_digest = coalesce(run_digest_v1alpha1, run_digest), "
                     "run_digest_v1alpha1 = NULL")
         con.execute("UPDATE ingest_state SET value = 'an older derived version' WHERE key = ?", [steps.DERIVED_KEY])
-    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0  # the analyst home's source: nothing new
+    # the base warehouse's own revisions: nothing new
+    done = ingest(home, write_snapshot_dir(tmp_path / "source", main_rows()[:BASE_REVISIONS]))
+    assert "nothing new" not in done.stdout
     assert query(home, "SELECT run_id, run_digest, run_digest_v1alpha1 FROM run_manifests ORDER BY run_id") == expected
     assert query(home, "SELECT value FROM ingest_state WHERE key = ?", [steps.DERIVED_KEY]) == [(steps.DERIVED_VERSION,)]
 
