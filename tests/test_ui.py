@@ -183,12 +183,12 @@ def test_index_filters_narrow_the_rows_in_chromium(html_export):
     index = html_export / "index.html"
     everything = rendered_dom(index)
     total = len(re.findall(r"<tr data-kernel=", everything))
-    assert f"{total} of {total} groups" in everything
+    assert f"{total} of {total} kernels" in everything
     # the filter's state travels in the URL, so the rendered page is the filtered one
     filtered = rendered_dom_at(index.resolve().as_uri() + "?kernel=llama4_rope&provider=huggingface")
     rows = re.findall(r"<tr ([^>]*)>", filtered)
     shown = [r for r in rows if "data-kernel" in r and "hidden" not in r]
-    assert 0 < len(shown) < total and f"{len(shown)} of {total} groups" in filtered
+    assert 0 < len(shown) < total and f"{len(shown)} of {total} kernels" in filtered
     assert all('data-kernel="llama4_rope"' in r and "huggingface" in r for r in shown)
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from kernelindex_pipeline.warehouse.store import Warehouse
+from kernelindex_pipeline.warehouse.views import REGRESSION_Z
+from test_ui import LLAMA4 as SEED_EXTERNAL_ID
 
 LLAMA4 = ("llama4_rope", "backward", "NVIDIA H100 80GB HBM3", "hidden2048-kv_heads8-q_heads32-seq2048-bf16")
 
@@ -58,27 +60,39 @@ def test_history_follows_one_series_across_versions(analyst_home):
     assert total["same"]
 
 
-def test_regressions_find_the_jsd_forward_slowdown_of_0_3_1(analyst_home):
-    found = rows(analyst_home, "SELECT * FROM regressions WHERE kernel = 'jsd' AND operation_mode = 'forward' "
-                               "AND implementation = 'Liger' AND gpu = 'NVIDIA H100 PCIe' "
-                               "AND workload_slug = 'batch4-seq2048-vocab65536'")
+def test_regressions_find_the_embedding_backward_slowdown_of_0_6_2(default_home):
+    found = rows(default_home, "SELECT * FROM regressions WHERE kernel = 'embedding' AND operation_mode = 'backward' "
+                               "AND implementation = 'Liger' AND gpu = 'NVIDIA H100 80GB HBM3' "
+                               "AND workload_slug = 'batch8-dim4096-seq2048-vocab4096-fp32'")
     assert len(found) == 1
     (r,) = found
-    assert (r["from_version"], r["to_version"], r["direction"]) == ("0.3.0", "0.3.1", "regression")
-    assert r["change_pct"] == pytest.approx(11.84, abs=0.01)
-    assert r["from_p80"] < r["to_p20"]
-    assert r["to_median"] - r["from_median"] > max(r["from_spread"], r["to_spread"]) > 0
+    assert (r["from_version"], r["to_version"], r["direction"]) == ("0.6.1", "0.6.2", "regression")
+    assert (r["from_runs"], r["to_runs"]) == (2, 4) and r["change_pct"] == pytest.approx(32.28, abs=0.01)
+    assert r["z"] > 100 and r["noise_pct"] < 1
 
 
-def test_regressions_are_beyond_the_spread_and_signed(analyst_home):
-    (bad,) = rows(analyst_home, """
+def test_run_to_run_noise_alone_reports_no_regression(default_home):
+    """The seed workload's runs span 111-244 us within single releases: none of its release steps is a change,
+    for Liger or for the baseline a Liger release does not touch."""
+    seed_group = "(SELECT comparison_key FROM runs WHERE external_id = ?)"
+    [spread] = rows(default_home, f"SELECT max(median_value) / min(median_value) AS widest FROM history "
+                                  f"WHERE comparison_key = {seed_group} AND provider = 'liger' AND liger_version = '0.6.4'",
+                    [SEED_EXTERNAL_ID])
+    assert spread["widest"] > 2
+    assert rows(default_home, f"SELECT * FROM regressions WHERE comparison_key = {seed_group}", [SEED_EXTERNAL_ID]) == []
+    projects = rows(default_home, "SELECT DISTINCT r.project FROM regressions g JOIN runs r ON r.run_id = g.to_run_id")
+    assert projects == [{"project": "Liger-Kernel"}]
+
+
+def test_regressions_stand_out_from_their_series_noise_and_are_signed(default_home):
+    (bad,) = rows(default_home, f"""
         SELECT count(*) AS n FROM regressions
         WHERE NOT (to_p20 > from_p80 OR to_p80 < from_p20)
-           OR abs(to_median - from_median) <= greatest(from_spread, to_spread)
+           OR z <= {REGRESSION_Z} OR noise_pct <= 0
            OR (direction = 'regression') <> (to_median > from_median)
            OR (change_pct > 0 AND to_median < from_median) OR (change_pct < 0 AND to_median > from_median)""")
     assert bad["n"] == 0
-    kinds = {r["direction"] for r in rows(analyst_home, "SELECT DISTINCT direction FROM regressions")}
+    kinds = {r["direction"] for r in rows(default_home, "SELECT DISTINCT direction FROM regressions")}
     assert kinds == {"regression", "improvement"}
 
 

@@ -51,7 +51,7 @@ from kernelindex_pipeline.site.pages import (
     published_permalink_page,
     replications_section,
 )
-from kernelindex_pipeline.site.index import index_page, run_index_files, search_files
+from kernelindex_pipeline.site.index import index_page, kernel_rows, run_index_files, search_files
 from kernelindex_pipeline.site.statements import (
     BUNDLE_SUFFIX,
     DECIDED,
@@ -768,8 +768,11 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
                 verdicts[kernel][(protocol, verdict)] = claims
             charts = kernel_charts(con)
             # every kernel gets a page, one whose runs are all unranked too, so every "All results for" resolves
-            titles = dict(con.execute("SELECT kernel, split_part(arg_min(title, run_id), ' · ', 1) FROM runs "
-                                      "GROUP BY kernel ORDER BY kernel").fetchall())
+            titles, runs = {}, {}
+            for kernel, title, count in con.execute(
+                    "SELECT kernel, split_part(arg_min(title, run_id), ' · ', 1), count(*) FROM runs "
+                    "GROUP BY kernel ORDER BY kernel").fetchall():
+                titles[kernel], runs[kernel] = title, count
             verdict_sections = kernel_verdict_sections(con)
             permalinks = records(con, PUBLISHED_PERMALINKS_SQL) if renamed else []
     if fmt == "html":
@@ -785,7 +788,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         for permalink in permalinks:
             write(f"runs/{permalink['identifier']}.html",
                   published_permalink_page(site, permalink["identifier"], permalink))
-        write("index.html", index_page(summaries, providers, verdicts))
+        write("index.html", index_page(kernel_rows(summaries, providers, runs, titles), verdicts))
         write(GLOSSARY_PAGE, glossary_page())
         write("style.css", STYLE.lstrip())
     produced.update(write.produced)

@@ -37,8 +37,9 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margi
 dt { color: #57606a; } dd { margin: 0; overflow-wrap: anywhere; }
 pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 12px; }
 .cite { background: #f6f8fa; padding: 10px; font-size: 13px; overflow-wrap: anywhere; }
-table { border-collapse: collapse; font-size: 14px; width: 100%; }
-td, th { padding: 3px 10px 3px 0; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
+table { border-collapse: collapse; font-size: 14px; display: block; max-width: 100%; overflow-x: auto; }
+td, th { padding: 3px 10px 3px 0; text-align: left; vertical-align: top; overflow-wrap: normal; }
+td.n { text-align: right; } .nw { white-space: nowrap; }
 @media (max-width: 600px) { table { font-size: 12px; } td, th { padding-right: 6px; } }
 .status { background: #fff4e6; border-left: 4px solid #d9480f; padding: 8px 12px; }
 .warning { color: #b3261e; }

@@ -88,41 +88,61 @@ def search_files(con, with_published: bool) -> dict[str, str]:
     return files
 
 
-def index_page(groups: list[tuple[str, dict, int]], providers: dict[str, list[str]],
-               counts: dict[str, dict[tuple[str, str], int]]) -> str:
-    """Every comparison group with ranked runs, by kernel: its card, protocol and #1, with the search box and
-    the filters (kernel, GPU, protocol, provider), whose state the URL keeps."""
-    by_kernel: dict[str, list] = defaultdict(list)
-    for slug, leader, size in groups:
-        by_kernel[leader["kernel"]].append((slug, leader, size))
-    parts = ["<h1>KernelIndex</h1><p>Comparison groups of the Liger-Kernel benchmark runs, with the current #1. "
-             f"Verdicts, protocols and statuses: <a href=\"{GLOSSARY_PAGE}\">glossary</a>. Every run, machine-readable: "
-             "<a id=\"run-index\" href=\"index.json\">index.json</a> (a file per kernel).</p>", INDEX_FORMS]
-    for kernel in sorted(by_kernel):
-        rows = "".join(
-            f"<tr data-kernel=\"{_e(kernel)}\" data-gpu=\"{_e(l['card'])}\" data-protocol=\"{_e(l['protocol'])}\" "
-            f"data-providers=\"{_e(' '.join(providers.get(slug, [])))}\">"
-            f"<td><a href=\"groups/{slug}.html\">{_e(l['operation_mode'])} · {_e(l['metric'])}</a></td>"
-            f"<td>{_e(l['workload_slug'])}</td><td>{_e(l['card'])}</td><td>{term_link(l['protocol'], 0)}</td>"
-            f"<td>{_e(l['implementation'])}</td><td>{quantity(l['median_value'], l['unit'])}</td><td>{size}</td></tr>"
-            for slug, l, size in sorted(by_kernel[kernel], key=lambda g: (
-                g[1]["operation_mode"], g[1]["metric"], g[1]["workload_slug"], g[1]["card"], g[1]["protocol"])))
-        verdicts = counts.get(kernel, {})
-        summary = " · ".join(f"{n} {term_link(v, 0)}" for v in ("held", "reversed", "indistinguishable")
-                             if (n := sum(c for (_, verdict), c in verdicts.items() if verdict == v)))
-        parts.append(
-            f"<section class=\"kernel\"><h2 id=\"{_e(kernel)}\"><a href=\"kernels/{_e(kernel_slug(kernel))}.html\">"
-            f"{_e(kernel)}</a></h2><p class=\"muted\">{summary + ' claims · ' if summary else ''}"
-            f"<a href=\"index/{_e(kernel_file(kernel))}.json\">runs as JSON</a></p><table class=\"groups\"><thead><tr>"
-            "<th>group</th><th>workload</th><th>GPU</th><th>protocol</th><th>#1</th><th>median</th><th>runs</th>"
-            f"</tr></thead><tbody>{rows}</tbody></table></section>")
-    parts.append(INDEX_SCRIPT)
-    return page("KernelIndex · comparison groups", "\n".join(parts), 0)
+def kernel_rows(groups: list[tuple[str, dict, int]], providers: dict[str, list[str]],
+                runs: dict[str, int], titles: dict[str, str]) -> list[dict]:
+    """Per kernel (every kernel with runs): its title, its groups with ranked runs, its runs, and the cards,
+    protocols and providers of its groups."""
+    rows = {kernel: {"kernel": kernel, "title": titles.get(kernel, kernel), "groups": 0, "runs": count,
+                     "cards": set(), "protocols": set(), "providers": set()} for kernel, count in runs.items()}
+    for slug, leader, _ in groups:
+        row = rows[leader["kernel"]]
+        row["groups"] += 1
+        row["cards"].add(leader["card"])
+        row["protocols"].add(leader["protocol"])
+        row["providers"].update(providers.get(slug, []))
+    return [{**row, **{k: sorted(row[k]) for k in ("cards", "protocols", "providers")}}
+            for _, row in sorted(rows.items())]
+
+
+# The claims a kernel's row counts, by verdict (under either protocol).
+INDEX_VERDICTS = ("held", "reversed", "indistinguishable")
+
+
+def _nowrap(text: str) -> str:
+    return f"<span class=\"nw\">{_e(text)}</span>"
+
+
+def index_page(kernels: list[dict], counts: dict[str, dict[tuple[str, str], int]]) -> str:
+    """A row per kernel (its groups, runs, cards, protocols, providers and claims by verdict), with the
+    filters (kernel, GPU, protocol, provider), whose state the URL keeps, and a search box that finds runs by
+    their identifiers and kernels by name, provider or card. Each kernel's groups are on its own page."""
+    rows = []
+    for k in kernels:
+        verdicts = counts.get(k["kernel"], {})
+        claims = "".join(f"<td class=\"n\">{sum(c for (_, verdict), c in verdicts.items() if verdict == v) or ''}</td>"
+                         for v in INDEX_VERDICTS)
+        rows.append(
+            f"<tr data-kernel=\"{_e(k['kernel'])}\" data-gpu=\"{_e('|'.join(k['cards']))}\" "
+            f"data-protocol=\"{_e('|'.join(k['protocols']))}\" data-provider=\"{_e('|'.join(k['providers']))}\">"
+            f"<td><a href=\"kernels/{_e(kernel_slug(k['kernel']))}.html\">{_e(k['kernel'])}</a>"
+            f"<br><span class=\"muted\">{_e(k['title'])}</span></td>"
+            f"<td class=\"n\">{k['groups']}</td><td class=\"n\">{k['runs']}</td>{claims}"
+            f"<td>{'<br>'.join(_nowrap(c) for c in k['cards'])}</td>"
+            f"<td>{', '.join(_e(p) for p in k['providers'])}</td></tr>")
+    verdict_heads = "".join(f"<th>{term_link(v, 0)}</th>" for v in INDEX_VERDICTS)
+    body = ("<h1>KernelIndex</h1><p>The Liger-Kernel benchmark runs, by kernel: each kernel's page ranks its "
+            "comparison groups and says which of its source's claims held. Verdicts, protocols and statuses: "
+            f"<a href=\"{GLOSSARY_PAGE}\">glossary</a>. Every run, machine-readable: "
+            "<a id=\"run-index\" href=\"index.json\">index.json</a> (a file per kernel).</p>" + INDEX_FORMS
+            + "<table class=\"kernels\"><thead><tr><th>kernel</th><th>groups</th><th>runs</th>" + verdict_heads
+            + "<th>GPU</th><th>providers</th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table>" + INDEX_SCRIPT)
+    return page("KernelIndex · kernels", body, 0)
 
 
 INDEX_FORMS = (
-    "<form id=\"search\" role=\"search\"><label for=\"q\">Find a run</label> <input id=\"q\" name=\"q\" type=\"search\" "
-    "size=\"34\" placeholder=\"run id, external id or published identifier\" autocomplete=\"off\"> "
+    "<form id=\"search\" role=\"search\"><label for=\"q\">Find</label> <input id=\"q\" name=\"q\" type=\"search\" "
+    "size=\"34\" placeholder=\"a run's id, a kernel, provider or GPU\" autocomplete=\"off\"> "
     "<button>Find</button><ul id=\"search-results\"></ul></form>"
     "<form id=\"filters\">"
     + "".join(f"<label>{label} <input id=\"f-{name}\" name=\"{name}\" list=\"l-{name}\" size=\"14\" placeholder=\"all\">"
@@ -131,14 +151,16 @@ INDEX_FORMS = (
     + "<span id=\"f-count\" class=\"muted\"></span><span id=\"f-none\" class=\"warning\"></span></form>")
 
 # Filters: a value matches the options equal to it, ignoring case, or failing that the options containing it
-# ("h200" is both H200 cards); a value matching nothing says so and shows no group. The filters and the
+# ("h200" is both H200 cards); a value matching nothing says so and shows no kernel. The filters and the
 # search are kept in the URL's query (?kernel=...&gpu=...&q=...), so a filtered index or a search can be
-# linked. The search loads the shard that can hold the answer (search/ids/<xx>.js for hex identifiers,
-# search/kernels/<kernel>.js for external ids, which begin with their kernel).
+# linked. The search loads the shard that can hold a run's identifier (search/ids/<xx>.js for hex
+# identifiers, search/kernels/<kernel>.js for external ids, which begin with their kernel); any other text
+# finds the kernels whose name, providers or cards contain it.
 INDEX_SCRIPT = """<script>
 const rows = [...document.querySelectorAll('tr[data-kernel]')];
-const filters = {kernel: r => [r.dataset.kernel], gpu: r => [r.dataset.gpu], protocol: r => [r.dataset.protocol],
-                 provider: r => r.dataset.providers.split(' ')};
+const listed = text => text ? text.split('|') : [];
+const filters = {kernel: r => [r.dataset.kernel], gpu: r => listed(r.dataset.gpu),
+                 protocol: r => listed(r.dataset.protocol), provider: r => listed(r.dataset.provider)};
 const options = {};
 const params = new URLSearchParams(location.search);
 for (const [name, values] of Object.entries(filters)) {
@@ -173,8 +195,7 @@ function apply() {
     const keep = Object.entries(filters).every(([name, values]) => !sets[name] || values(r).some(v => sets[name].has(v)));
     r.hidden = !keep; shown += keep;
   }
-  for (const s of document.querySelectorAll('section.kernel')) s.hidden = !s.querySelector('tr[data-kernel]:not([hidden])');
-  document.getElementById('f-count').textContent = shown + ' of ' + rows.length + ' groups';
+  document.getElementById('f-count').textContent = shown + ' of ' + rows.length + ' kernels';
   document.getElementById('f-none').textContent = none.length ? ' · ' + none.join('; ') : '';
   keepInUrl();
 }
@@ -206,19 +227,31 @@ async function find(text) {
   if (!found.length && query.includes('/')) {
     const kernel = lower.split('/')[0].replace(/[^a-z0-9_.-]/g, '_').replace(/^\\.+/, '') || '_';
     const pairs = await load('kernels', kernel);
-    found = pairs.filter(([key]) => key.toLowerCase().startsWith(lower));
+    found = pairs.filter(([key]) => key.toLowerCase().startsWith(lower))
+      .map(([key, run]) => [key, 'runs/' + run + '.html', ' \\u2192 run ' + run.slice(0, 8)]);
+  } else if (hex) {
+    found = found.map(([key, run]) => [key, 'runs/' + run + '.html', ' \\u2192 run ' + run.slice(0, 8)]);
   }
-  for (const [key, run] of found.slice(0, 20)) {
+  if (!found.length) {
+    for (const r of rows) {
+      const link = r.querySelector('a');
+      for (const [name, values] of Object.entries(filters)) {
+        const hit = values(r).find(v => v.toLowerCase().includes(lower));
+        if (hit) { found.push([r.dataset.kernel, link.getAttribute('href'), name === 'kernel' ? '' : ' \\u00b7 ' + name + ' ' + hit]); break; }
+      }
+    }
+  }
+  for (const [key, href, note] of found.slice(0, 20)) {
     const item = document.createElement('li');
     const link = document.createElement('a');
-    link.href = 'runs/' + run + '.html';
+    link.href = href;
     link.textContent = key;
-    item.append(link, ' \\u2192 run ' + run.slice(0, 8));
+    item.append(link, note);
     out.append(item);
   }
   const note = document.createElement('li');
   note.className = 'muted';
-  note.textContent = !found.length ? 'No run matches \\u201c' + query + '\\u201d.' :
+  note.textContent = !found.length ? 'Nothing matches \\u201c' + query + '\\u201d.' :
     found.length > 20 ? (found.length - 20) + ' more; type more of it.' : '';
   if (note.textContent) out.append(note);
 }

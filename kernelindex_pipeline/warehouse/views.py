@@ -168,8 +168,12 @@ WHERE p.previous_order <> c.current_order
 OUTCOME_SQL = ("CASE WHEN claim_type = 'parity' AND verdict = 'held' THEN 'at parity' "
                "WHEN claim_type = 'parity' AND verdict = 'reversed' THEN 'not at parity' ELSE verdict END")
 
-VIEWS_SQL = load_sql(__file__, "views.sql").format(outcome=OUTCOME_SQL, rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"), gpu_r=gpu_label_sql("r"),
-           protocol_names=PROTOCOL_NAMES_SQL, session_spread=SESSION_SPREAD_SQL, source_artifacts=SOURCE_ARTIFACTS_SQL)
+# How many times its series' noise a change between releases must be to be listed in `regressions`.
+REGRESSION_Z = 3
+
+VIEWS_SQL = load_sql(__file__, "views.sql").format(
+    regression_z=REGRESSION_Z, outcome=OUTCOME_SQL, rank_changes=RANK_CHANGES_SQL.format(groups="TRUE"),
+    gpu_r=gpu_label_sql("r"), protocol_names=PROTOCOL_NAMES_SQL, session_spread=SESSION_SPREAD_SQL, source_artifacts=SOURCE_ARTIFACTS_SQL)
 
 
 # Each workload parameter's JSON types, over every workload definition.

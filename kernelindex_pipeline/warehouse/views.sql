@@ -32,30 +32,60 @@ SELECT r.kernel, r.operation_mode, r.metric, r.implementation, r.provider, r.wor
 FROM runs r LEFT JOIN {protocol_names} pn USING (protocol_digest)
 WINDOW s AS (PARTITION BY comparison_key, provider ORDER BY observed_at, run_id);
 
+-- A change between two Liger releases of one of Liger's own series counts when it stands out from the
+-- series' own run-to-run variation (the way conbench and Bencher judge a result against its history): the
+-- step between the two releases' medians (of their runs' medians, in logs) exceeds REGRESSION_Z times the
+-- series' noise, the larger of two robust spreads (1.4826 x the median absolute deviation): of runs around
+-- their own release's median, and of the steps between consecutive releases. Noise is estimated from three
+-- measurements at least; the two releases' p20-p80 intervals must not overlap either. Baselines' series are
+-- left out: a Liger release does not change their code.
 CREATE OR REPLACE VIEW regressions AS
-WITH per_version AS (
-    SELECT * FROM history WHERE liger_version IS NOT NULL AND median_value > 0
-    QUALIFY row_number() OVER (PARTITION BY series_key, liger_version ORDER BY observed_at DESC, run_id) = 1
-), paired AS (
-    SELECT *,
+WITH liger_runs AS (
+    SELECT h.*, ln(h.median_value) AS y
+    FROM history h JOIN runs r USING (run_id)
+    WHERE r.project = 'Liger-Kernel' AND h.liger_version IS NOT NULL AND h.median_value > 0
+), releases AS (
+    SELECT series_key, liger_version, any_value(version_key) AS version_key, median(y) AS y, count(*) AS runs,
+        median(median_value) AS median_value, min(p20_value) AS p20_value, max(p80_value) AS p80_value,
+        arg_max(run_id, (observed_at, run_id)) AS run_id, max(observed_at) AS observed_at,
+        any_value(kernel) AS kernel, any_value(operation_mode) AS operation_mode, any_value(metric) AS metric,
+        any_value(implementation) AS implementation, any_value(workload_slug) AS workload_slug,
+        any_value(gpu) AS gpu, any_value(protocol) AS protocol, any_value(unit) AS unit,
+        any_value(comparison_key) AS comparison_key, any_value(gpu_model) AS gpu_model,
+        any_value(form_factor) AS form_factor
+    FROM liger_runs GROUP BY series_key, liger_version
+), steps AS (
+    SELECT *, y - lag(y) OVER v AS step,
         lag(liger_version) OVER v AS from_version, lag(run_id) OVER v AS from_run_id,
         lag(observed_at) OVER v AS from_observed_at, lag(median_value) OVER v AS from_median,
-        lag(p20_value) OVER v AS from_p20, lag(p80_value) OVER v AS from_p80
-    FROM per_version
-    WINDOW v AS (PARTITION BY series_key ORDER BY version_key, observed_at, run_id)
+        lag(p20_value) OVER v AS from_p20, lag(p80_value) OVER v AS from_p80, lag(runs) OVER v AS from_runs
+    FROM releases
+    WINDOW v AS (PARTITION BY series_key ORDER BY version_key, observed_at, liger_version)
+), deviations AS (
+    SELECT series_key, 'run' AS kind, abs(l.y - r.y) AS deviation
+    FROM liger_runs l JOIN releases r USING (series_key, liger_version) WHERE r.runs > 1
+    UNION ALL
+    SELECT series_key, 'step', abs(step) FROM steps WHERE step IS NOT NULL
+), noise AS (
+    SELECT series_key, 1.4826 * greatest(coalesce(median(deviation) FILTER (WHERE kind = 'run'), 0),
+                                         coalesce(median(deviation) FILTER (WHERE kind = 'step'), 0)) AS noise,
+        count(*) AS measurements
+    FROM deviations GROUP BY series_key
 )
 SELECT kernel, operation_mode, metric, implementation, workload_slug, gpu, protocol,
     from_version, liger_version AS to_version, from_median, median_value AS to_median, unit,
     round(100.0 * (median_value - from_median) / from_median, 2) AS change_pct,
-    CASE WHEN median_value > from_median THEN 'regression' ELSE 'improvement' END AS direction,
+    CASE WHEN step > 0 THEN 'regression' ELSE 'improvement' END AS direction,
+    round(100.0 * (exp(n.noise) - 1), 2) AS noise_pct, round(abs(step) / n.noise, 2) AS z,
+    from_runs, runs AS to_runs,
     (from_p80 - from_p20) AS from_spread, (p80_value - p20_value) AS to_spread,
     from_p20, from_p80, p20_value AS to_p20, p80_value AS to_p80,
     from_observed_at, observed_at AS to_observed_at, from_run_id, run_id AS to_run_id, comparison_key,
     gpu_model, form_factor
-FROM paired
-WHERE from_run_id IS NOT NULL
-  AND (p20_value > from_p80 OR p80_value < from_p20)
-  AND abs(median_value - from_median) > greatest(from_p80 - from_p20, p80_value - p20_value);
+FROM steps JOIN noise n USING (series_key)
+WHERE step IS NOT NULL AND n.measurements >= 3 AND n.noise > 0
+  AND abs(step) > {regression_z} * n.noise
+  AND (p20_value > from_p80 OR p80_value < from_p20);
 
 CREATE OR REPLACE VIEW rank_confidence AS
 WITH ordered AS (
