@@ -10,7 +10,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import pytest
 from test_ui import CHROMIUM, needs_chromium, seed
@@ -188,6 +188,25 @@ def test_table_cells_never_split_a_word_and_wide_tables_scroll_in_place(analyst_
     laid_out = table_words(path, width)
     assert laid_out["width"] == width and laid_out["cells"] > 20
     assert not laid_out["broken"] and laid_out["scrollWidth"] <= width, laid_out
+
+
+@needs_chromium
+def test_a_kernel_page_lists_its_decided_claims_filtered_by_verdict_card_and_protocol(analyst_home, html_export):
+    with Warehouse(analyst_home).reader() as con:
+        (kernel, card, protocol), = con.execute(
+            "SELECT kernel, source_gpu, protocol FROM claim_checks WHERE verdict = 'reversed' AND claim_type = 'ordered' "
+            "GROUP BY ALL ORDER BY count(*) DESC, 1, 2, 3 LIMIT 1").fetchall()
+        [(decided, wanted)] = con.execute(
+            "SELECT count(*) FILTER (WHERE verdict <> 'not re-checked'), count(*) FILTER (WHERE verdict = 'reversed' "
+            "AND claim_type = 'ordered' AND source_gpu = ? AND protocol = ?) FROM claim_checks WHERE kernel = ?",
+            [card, protocol, kernel]).fetchall()
+    query = "?" + urlencode({"verdict": "reversed", "card": card, "protocol": protocol})
+    dom = chromium((html_export / "kernels" / f"{kernel_slug(kernel)}.html").resolve().as_uri() + query)
+    rows = re.findall(r'<tr (data-verdict="[^"]*" data-card="[^"]*" data-protocol="[^"]*")( hidden="")?>', dom)
+    shown = [attributes for attributes, hidden in rows if not hidden]
+    assert len(rows) == decided and len(shown) == wanted > 0
+    assert set(shown) == {f'data-verdict="reversed" data-card="{html.escape(card)}" data-protocol="{protocol}"'}
+    assert f"{wanted} of {decided} claims" in dom
 
 
 def _line_styles(dom: str) -> list[dict[str, tuple]]:

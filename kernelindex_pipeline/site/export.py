@@ -51,6 +51,7 @@ from kernelindex_pipeline.site.pages import (
     published_permalink_page,
     replications_section,
 )
+from kernelindex_pipeline.site.kernel_claims import kernel_claims_sections
 from kernelindex_pipeline.site.index import index_page, kernel_rows, run_index_files, search_files
 from kernelindex_pipeline.site.statements import (
     BUNDLE_SUFFIX,
@@ -774,6 +775,7 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
                     "GROUP BY kernel ORDER BY kernel").fetchall():
                 titles[kernel], runs[kernel] = title, count
             verdict_sections = kernel_verdict_sections(con)
+            claim_lists = kernel_claims_sections(con)
             permalinks = records(con, PUBLISHED_PERMALINKS_SQL) if renamed else []
     if fmt == "html":
         summaries.sort(key=lambda s: s[0])
@@ -784,7 +786,8 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
         for kernel, title in titles.items():
             write(f"kernels/{kernel_slug(kernel)}.html",
                   kernel_page(kernel, title, by_kernel.get(kernel, []),
-                              charts.get(kernel, "") + verdict_sections.get(kernel, ""), verdicts.get(kernel)))
+                              charts.get(kernel, "") + verdict_sections.get(kernel, ""), verdicts.get(kernel),
+                              claim_lists.get(kernel, "")))
         for permalink in permalinks:
             write(f"runs/{permalink['identifier']}.html",
                   published_permalink_page(site, permalink["identifier"], permalink))

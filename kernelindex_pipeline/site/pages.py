@@ -138,17 +138,17 @@ def kernel_slug(kernel: str) -> str:
 
 
 def kernel_page(kernel: str, title: str, groups: list[tuple[str, dict, int]], charts: str = "",
-                counts: dict[tuple[str, str], int] | None = None) -> str:
+                counts: dict[tuple[str, str], int] | None = None, claims: str = "") -> str:
     """The kernel's charts (already drawn), the verdicts of its source claims (``counts``: (protocol, verdict)
-    -> claims), then every ranked comparison group of the kernel, by GPU card then protocol and timed pass,
-    each with its #1."""
+    -> claims) and the list of them (``claims``, drawn), then every ranked comparison group of the kernel, by
+    GPU card then protocol and timed pass, each with its #1."""
     by_card: dict[str, list] = defaultdict(list)
     for slug, leader, size in groups:
         by_card[leader["card"]].append((slug, leader, size))
     parts = [f"<h1>{_e(title)}</h1><p class=\"muted\"><code>{_e(kernel)}</code> · {len(groups)} comparison groups"
              " with ranked runs</p>", charts,
              "<section id=\"verdicts\"><h2>What the reruns found</h2><p class=\"muted\">The kernel's source claims "
-             f"by rerun protocol and verdict.</p>{verdict_counts(counts or {}, 1)}</section>"]
+             f"by rerun protocol and verdict.</p>{verdict_counts(counts or {}, 1)}</section>", claims]
     for gpu in sorted(by_card):
         rows = "".join(
             f"<tr><td>{term_link(l['protocol'], 1)}</td><td>{_e(l['operation_mode'])}</td><td>{_e(l['metric'])}</td>"
