@@ -15,6 +15,7 @@ from kernelindex_pipeline import cli
 from kernelindex_pipeline.site.export import group_slug, quantity
 from kernelindex_pipeline.core.identity import canonical_json, digest
 from kernelindex_pipeline.warehouse.store import Warehouse
+from conftest import query
 
 LLAMA4 = "llama4_rope/backward/liger/nvidia-h100-80gb-hbm3/hidden2048-kv_heads8-q_heads32-seq2048-bf16/2025-08-07-21-42-04"
 GEGLU = "geglu/backward/huggingface/nvidia-a100-sxm4-80gb/batch8-hidden4096-intermediate11008-seq8192-bf16/2024-09-03-15-38-42"
@@ -141,8 +142,9 @@ def test_group_page_charts_every_ranked_run(analyst_home, html_export):
     assert svg.count('class="median"') == 2 and svg.count('class="spread"') == 2
     assert "p20 151.9 µs – p80 155.8 µs" in svg
     assert f'href="../runs/{run["run_id"]}.html"' in page
-    index = (html_export / "index.html").read_text(encoding="utf-8")
-    assert f'href="groups/{group_slug(run["comparison_key"])}.html"' in index
+    kernel = (html_export / "kernels" / "llama4_rope.html").read_text(encoding="utf-8")
+    assert f'href="../groups/{group_slug(run["comparison_key"])}.html"' in kernel
+    assert 'href="kernels/llama4_rope.html"' in (html_export / "index.html").read_text(encoding="utf-8")
     with Warehouse(analyst_home).reader() as con:
         (groups,) = con.execute("SELECT count(DISTINCT comparison_key) FROM ranks WHERE rank IS NOT NULL").fetchone()
     # One page per group with a ranked run, and none that would say it has none.
@@ -205,18 +207,22 @@ def test_reexport_rewrites_only_what_changed_and_drops_stale_pages(analyst_home,
     assert untouched.stat().st_mtime_ns == before
 
 
-def test_an_export_in_worker_processes_writes_the_same_files(analyst_home, html_export, tmp_path, monkeypatch):
+def test_an_export_in_worker_processes_writes_the_same_files(base_warehouse, tmp_path, monkeypatch):
     """Sharded over worker processes (more shards than workers), the export writes byte for byte what one
     process writes, and a JSON export over it leaves the pages alone."""
     import kernelindex_pipeline.site.export as export_module
 
-    monkeypatch.setenv("KERNELINDEX_HOME", str(analyst_home))
-    monkeypatch.setattr(export_module, "SHARD_TEXT_BYTES", 2**20)
+    monkeypatch.setenv("KERNELINDEX_HOME", str(base_warehouse))
+    one = tmp_path / "one"
+    export_module.export("html", one, progress=lambda *_: None, workers=1)
+    monkeypatch.setattr(export_module, "SHARD_TEXT_BYTES", 2**16)
+    [(text,)] = query(base_warehouse, "SELECT sum(length(run)) FROM run_manifests")
+    assert text > 4 * 2**16  # four shards a worker at least
     out = tmp_path / "site"
     summary = export_module.export("html", out, progress=lambda *_: None, workers=2)
     files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(html_export) for p in html_export.rglob("*") if p.is_file())
-    assert all((out / f).read_bytes() == (html_export / f).read_bytes() for f in files), summary
+    assert files == sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file())
+    assert all((out / f).read_bytes() == (one / f).read_bytes() for f in files), summary
     summary = export_module.export("json", out, progress=lambda *_: None, workers=2)
     assert "0 stale removed" in summary and sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file()) == files
 
