@@ -183,3 +183,30 @@ def test_unreadable_source_fails_with_one_line(tmp_path, capsys, mode):
     assert ingest_into(tmp_path / "home", "--source", str(tmp_path / "nowhere")) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("kernelindex: cannot list upstream revisions") and "\n" not in err
+
+
+def test_committed_evidence_shows_as_the_rerun_assets_partitions(tmp_path, evidence_sample):
+    """Reruns measured elsewhere and committed are what the Dagster UI shows of `gpu_reruns`: a materialized
+    partition per kernel family and card the evidence holds, with its sessions, runs and files' sha256; a
+    second ingest with the same evidence adds none."""
+    from conftest import ingest, main_rows, query, write_snapshot_dir
+
+    from kernelindex_pipeline.defs.reruns import rerun_partition
+
+    home, source = tmp_path / "home", write_snapshot_dir(tmp_path / "source", main_rows()[:1])
+    ingest(home, source, KERNELINDEX_EVIDENCE=str(evidence_sample))
+    instance = dg.DagsterInstance.from_config(str(home / "dagster"))
+    key = dg.AssetKey("gpu_reruns")
+    held = query(home, "SELECT kernel, gpu, count(DISTINCT session), count(*) FROM controlled_runs GROUP BY ALL")
+    assert len(held) > 5
+    assert instance.get_materialized_partitions(key) == {rerun_partition(k, gpu) for k, gpu, *_ in held}
+    events = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=1000).records
+    assert len(events) == len(held)
+    digests = dict(query(home, "SELECT file, sha256 FROM evidence_files"))
+    for kernel, gpu, sessions, runs in held:
+        [event] = [e.asset_materialization for e in events if e.asset_materialization.partition == rerun_partition(kernel, gpu)]
+        assert (event.metadata["sessions"].value, event.metadata["controlled_runs"].value) == (sessions, runs)
+        files = event.metadata["evidence_files"].value
+        assert all(f"`{digests[f]}`" in files for f in digests if f in files)
+    ingest(home, source, KERNELINDEX_EVIDENCE=str(evidence_sample))
+    assert len(instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=1000).records) == len(held)

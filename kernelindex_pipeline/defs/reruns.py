@@ -45,6 +45,34 @@ def rerun_partition(kernel: str, device_name: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"card": card, "kernel": kernel})
 
 
+# The rerun partitions the committed evidence holds: per kernel family and card, its sessions, controlled runs
+# and evidence files.
+EVIDENCE_PARTITIONS_SQL = """
+SELECT kernel, gpu, count(DISTINCT session) AS sessions, count(*) AS runs,
+    count(*) FILTER (WHERE status = 'passed') AS runs_passed, list(DISTINCT evidence_file ORDER BY evidence_file) AS files
+FROM controlled_runs GROUP BY ALL ORDER BY ALL
+"""
+
+
+def evidence_materializations(con) -> list[dg.AssetMaterialization]:
+    """A materialization of ``gpu_reruns`` for each partition the committed evidence holds (a kernel family on
+    a card the catalog knows), with its sessions, runs and evidence files with their sha256 as metadata: what
+    the UI shows of reruns measured elsewhere and committed."""
+    digests = dict(con.execute("SELECT file, sha256 FROM evidence_files").fetchall())
+    found = []
+    for kernel, gpu, sessions, runs, passed, files in con.execute(EVIDENCE_PARTITIONS_SQL).fetchall():
+        if kernel not in kernels.FAMILIES or slugify(gpu) not in CARDS:
+            continue
+        listing = "\n".join(["| evidence file | sha256 |", "|---|---|"]
+                            + [f"| {f} | `{digests.get(f, 'unknown')}` |" for f in files])
+        found.append(dg.AssetMaterialization(
+            asset_key=dg.AssetKey("gpu_reruns"), partition=rerun_partition(kernel, gpu),
+            description="committed rerun evidence", metadata={
+                "sessions": sessions, "controlled_runs": runs, "controlled_runs_passed": passed,
+                "evidence_files": dg.MetadataValue.md(listing)}))
+    return found
+
+
 @dg.asset(group_name="gpu", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
           partitions_def=RERUN_PARTITIONS)
 def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:

@@ -6,6 +6,7 @@ import dagster as dg
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
+from kernelindex_pipeline.defs.reruns import evidence_materializations
 from kernelindex_pipeline.defs.keys import (
     ATTESTATIONS,
     CLAIM_CHECKS,
@@ -105,6 +106,9 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     if not done.published:
         context.log.info("nothing new landed and the evidence is unchanged: the live warehouse stays as it is")
     with wh.reader(bounded=True) as con:
+        if done.evidence.changed:  # the rerun partitions the new evidence holds, as the UI shows them
+            for materialization in evidence_materializations(con):
+                context.log_event(materialization)
         yield _observations(con, done)
         yield dg.MaterializeResult(asset_key=CONTROLLED_EVIDENCE, metadata={
             **table_metadata(con, "controlled_runs", "SELECT title, status, median_value, unit FROM controlled_runs"),
