@@ -210,3 +210,22 @@ def test_committed_evidence_shows_as_the_rerun_assets_partitions(tmp_path, evide
         assert all(f"`{digests[f]}`" in files for f in digests if f in files)
     ingest(home, source, KERNELINDEX_EVIDENCE=str(evidence_sample))
     assert len(instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=1000).records) == len(held)
+
+
+def test_the_catalogue_describes_columns_as_the_warehouse_docs_do(tmp_path):
+    """The UI's column schema of `runs` and `ranks` carries each column's description from docs/warehouse.md."""
+    from conftest import REPO, ingest, main_rows, write_snapshot_dir
+
+    from kernelindex_pipeline.defs.keys import COMPARISON_RANKS, RUNS
+
+    home = tmp_path / "home"
+    ingest(home, write_snapshot_dir(tmp_path / "source", main_rows()[:1]))
+    instance = dg.DagsterInstance.from_config(str(home / "dagster"))
+    docs = " ".join((REPO / "docs" / "warehouse.md").read_text(encoding="utf-8").replace("`", "").split())
+    for key in (RUNS, COMPARISON_RANKS):
+        event = instance.get_latest_materialization_event(key)
+        columns = event.asset_materialization.metadata["dagster/column_schema"].value.columns
+        described = {c.name: c.description for c in columns if c.description}
+        assert len(described) >= len(columns) - 2, [c.name for c in columns if not c.description]
+        assert all(text.rstrip(".")[:40] in docs for text in described.values())
+    assert described["rank"].startswith("1 = lowest median")

@@ -3,6 +3,7 @@
 
 import dagster as dg
 
+from kernelindex_pipeline.defs.column_docs import column_description
 from kernelindex_pipeline.warehouse.sql import table_columns
 
 
@@ -11,7 +12,8 @@ def table_metadata(con, table: str, preview_sql: str | None = None, limit: int =
     (rows,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()
     metadata = {
         "dagster/row_count": dg.MetadataValue.int(int(rows)),
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(name, kind) for name, kind in columns]),
+        "dagster/column_schema": dg.TableSchema(columns=[
+            dg.TableColumn(name, kind, description=column_description(table, name)) for name, kind in columns]),
     }
     if preview_sql:
         metadata["preview"] = dg.MetadataValue.md(markdown_table(con, preview_sql, limit))
