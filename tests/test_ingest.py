@@ -229,3 +229,15 @@ def test_the_catalogue_describes_columns_as_the_warehouse_docs_do(tmp_path):
         assert len(described) >= len(columns) - 2, [c.name for c in columns if not c.description]
         assert all(text.rstrip(".")[:40] in docs for text in described.values())
     assert described["rank"].startswith("1 = lowest median")
+
+
+def test_what_the_nightly_publishes_has_owners_and_a_freshness_policy():
+    """Each table the nightly publishes names who answers for it and how stale it may get (a missed night)."""
+    graph = location().get_repository_def().asset_graph
+    published = [key for key in graph.get_all_asset_keys() if graph.get(key).group_name in ("warehouse", "ingestion")
+                 and key != dg.AssetKey("upstream_snapshots")]
+    assert len(published) >= 10
+    for key in published:
+        node = graph.get(key)
+        assert node.owners == ["team:kernelindex"], key
+        assert node.freshness_policy is not None and node.freshness_policy.fail_window.to_timedelta().total_seconds() == 26 * 3600, key

@@ -49,7 +49,8 @@ def rerun_partition(kernel: str, device_name: str) -> dg.MultiPartitionKey:
 # and evidence files.
 EVIDENCE_PARTITIONS_SQL = """
 SELECT kernel, gpu, count(DISTINCT session) AS sessions, count(*) AS runs,
-    count(*) FILTER (WHERE status = 'passed') AS runs_passed, list(DISTINCT evidence_file ORDER BY evidence_file) AS files
+    count(*) FILTER (WHERE status = 'passed') AS runs_passed,
+    list(DISTINCT evidence_file ORDER BY evidence_file) AS files
 FROM controlled_runs GROUP BY ALL ORDER BY ALL
 """
 

@@ -1,6 +1,8 @@
 """The warehouse tables, published together: one step builds the next generation and makes it live."""
 
 
+from datetime import timedelta
+
 import dagster as dg
 
 from kernelindex_pipeline.publish import steps
@@ -41,57 +43,65 @@ SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_imp
 """
 
 
+# Who answers for the warehouse's tables, and how fresh the nightly keeps them: it runs at 03:00 UTC, so a
+# table last published more than a day and an hour ago (warn) or two hours ago (fail) missed a night.
+OWNERS = ["team:kernelindex"]
+NIGHTLY = {"owners": OWNERS, "freshness_policy": dg.FreshnessPolicy.time_window(
+    fail_window=timedelta(hours=26), warn_window=timedelta(hours=25))}
+
+
 def _specs() -> list[dg.AssetSpec]:
     """The tables ``warehouse_tables`` publishes (built here, not bound at module level, where the defs
     folder's loader would take each spec for an asset of its own)."""
     return [
         dg.AssetSpec(
-            RUN_OBSERVATIONS, deps=["upstream_snapshots"], group_name="ingestion", kinds={"duckdb"},
+            RUN_OBSERVATIONS, deps=["upstream_snapshots"], group_name="ingestion", **NIGHTLY, kinds={"duckdb"},
             description="Every upstream row of each landed revision, normalized: an accepted observation of one run "
             "(canonical ids, units in ns/bytes, source metrics kept verbatim) or a quarantine row with its reason; "
             "a file that is not a CSV at all is an unparseable revision."),
         dg.AssetSpec(
-            CONTROLLED_EVIDENCE, deps=["gpu_reruns"], group_name="warehouse", kinds={"duckdb", "json"},
+            CONTROLLED_EVIDENCE, deps=["gpu_reruns"], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "json"},
             description="KernelIndex-controlled reruns from the committed evidence files (data/evidence/*.jsonl.gz), "
             "each with its full protocol and environment; refused records go to quarantine."),
         dg.AssetSpec(
-            RUNS, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE], group_name="warehouse", kinds={"duckdb", "parquet"},
+            RUNS, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE], group_name="warehouse", **NIGHTLY,
+            kinds={"duckdb", "parquet"},
             description="One row per run ever seen (history is never deleted): identity, canonical values, first "
             "and last upstream revision listing it, `withdrawn_upstream` once a later snapshot drops it; and "
             "`quarantine`, every refused row."),
         dg.AssetSpec(
-            RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
+            RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "json"},
             description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment), "
             "with the sha256 digest of its BenchmarkRun's RFC 8785 bytes. apiVersion kernelindex.dev/v1alpha1 where "
             "those are the bytes v1alpha1 digested (the digest is unchanged), else kernelindex.dev/v1alpha2, the "
             "earlier digest kept in `digest_aliases`."),
         dg.AssetSpec(
-            COMPARISON_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "parquet"},
+            COMPARISON_RANKS, deps=[RUNS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "parquet"},
             description="Current rank of each ranked run in its comparison group (same kernel, pass, metric, "
             "workload, environment and protocol family; newest listed run per implementation; 1 = lowest median), "
             "and `reproductions`, pairing controlled reruns with the source-native runs they re-check."),
         dg.AssetSpec(
-            LISTING_RANKS, deps=[RUNS], group_name="warehouse", kinds={"duckdb"},
+            LISTING_RANKS, deps=[RUNS], group_name="warehouse", **NIGHTLY, kinds={"duckdb"},
             description="The rank each source-native run had in its comparison group when upstream first listed "
             "it, with the group's #1 then: stamped once, cited where a newer run has since taken its place."),
         dg.AssetSpec(
-            CLAIM_CHECKS, deps=[COMPARISON_RANKS, CONTROLLED_EVIDENCE], group_name="warehouse",
+            CLAIM_CHECKS, deps=[COMPARISON_RANKS, CONTROLLED_EVIDENCE], group_name="warehouse", **NIGHTLY,
             kinds={"duckdb", "parquet"},
             description="Every source claim (a ranks ahead of b in a current source comparison group), re-checked "
             "by KernelIndex's reruns under the device-time and source-replica protocols: held, reversed, "
             "indistinguishable, or not re-checked with the reason; and `verdict_history`, what each claim's "
             "verdict was and since when."),
         dg.AssetSpec(
-            VERSION_CHECKS, deps=[CLAIM_CHECKS], group_name="warehouse", kinds={"duckdb", "parquet"},
+            VERSION_CHECKS, deps=[CLAIM_CHECKS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "parquet"},
             description="Every reversed claim (and the seed records' claims) re-checked by reruns of the "
             "Liger-Kernel release the source measured, beside its verdict at the reruns' current release: "
             "none, liger_changed, or not_run with the reason."),
         dg.AssetSpec(
-            VERDICT_REPLICATION, deps=[CLAIM_CHECKS], group_name="warehouse", kinds={"duckdb"},
+            VERDICT_REPLICATION, deps=[CLAIM_CHECKS], group_name="warehouse", **NIGHTLY, kinds={"duckdb"},
             description="Per kernel and protocol, the claims measured in two or more independent rerun sessions "
             "and whether each session alone gave the same verdict (kept, moved, flipped held <-> reversed)."),
         dg.AssetSpec(
-            ATTESTATIONS, deps=[RUNS], group_name="warehouse", kinds={"duckdb", "json"},
+            ATTESTATIONS, deps=[RUNS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "json"},
             description="Readers' reproductions of runs and notes on them, validated from the attestation files "
             "(docs/attestations.md); a refused file is a `quarantine` row with its reason."),
     ]
