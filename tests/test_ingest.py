@@ -213,8 +213,9 @@ def test_committed_evidence_shows_as_the_rerun_assets_partitions(tmp_path, evide
 
 
 def test_the_catalogue_describes_columns_as_the_warehouse_docs_do(tmp_path):
-    """The UI's column schema of `runs` and `ranks` carries each column's description from docs/warehouse.md."""
-    from conftest import REPO, ingest, main_rows, write_snapshot_dir
+    """The UI's column schema of `runs` and `ranks` carries each column's description from docs/warehouse.md;
+    `quarantine` and `verdict_history` are assets, and every analyst view's columns are `analyst_views`'."""
+    from conftest import REPO, ingest, main_rows, query, write_snapshot_dir
 
     from kernelindex_pipeline.defs.keys import COMPARISON_RANKS, RUNS
 
@@ -229,6 +230,17 @@ def test_the_catalogue_describes_columns_as_the_warehouse_docs_do(tmp_path):
         assert len(described) >= len(columns) - 2, [c.name for c in columns if not c.description]
         assert all(text.rstrip(".")[:40] in docs for text in described.values())
     assert described["rank"].startswith("1 = lowest median")
+    # every table analysts read is an asset, and every view part of one's column schemas
+    for table in ("quarantine", "verdict_history"):
+        event = instance.get_latest_materialization_event(dg.AssetKey(table))
+        assert event.asset_materialization.metadata["dagster/row_count"].value == query(
+            home, f"SELECT count(*) FROM {table}")[0][0]
+    views = instance.get_latest_materialization_event(dg.AssetKey("analyst_views")).asset_materialization.metadata
+    listed = query(home, "SELECT table_name, count(*) FROM information_schema.columns WHERE table_schema = 'main' "
+                         "AND table_name IN (SELECT table_name FROM information_schema.tables WHERE table_type = 'VIEW') "
+                         "GROUP BY 1")
+    assert len(listed) > 10
+    assert {name: len(views[f"columns/{name}"].value.columns) for name, _ in listed} == dict(listed)
 
 
 def test_what_the_nightly_publishes_has_owners_and_a_freshness_policy():

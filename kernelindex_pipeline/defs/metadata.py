@@ -7,13 +7,17 @@ from kernelindex_pipeline.defs.column_docs import column_description
 from kernelindex_pipeline.warehouse.sql import table_columns
 
 
+def column_schema(con, relation: str) -> dg.TableSchema:
+    """A table's or view's columns, each with its type and its description from docs/warehouse.md."""
+    return dg.TableSchema(columns=[dg.TableColumn(name, kind, description=column_description(relation, name))
+                                   for name, kind in table_columns(con, relation)])
+
+
 def table_metadata(con, table: str, preview_sql: str | None = None, limit: int = 10) -> dict:
-    columns = table_columns(con, table)
     (rows,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()
     metadata = {
         "dagster/row_count": dg.MetadataValue.int(int(rows)),
-        "dagster/column_schema": dg.TableSchema(columns=[
-            dg.TableColumn(name, kind, description=column_description(table, name)) for name, kind in columns]),
+        "dagster/column_schema": column_schema(con, table),
     }
     if preview_sql:
         metadata["preview"] = dg.MetadataValue.md(markdown_table(con, preview_sql, limit))
@@ -30,3 +34,10 @@ def markdown_table(con, sql: str, limit: int = 10, params: list | None = None) -
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     lines += ["| " + " | ".join("" if v is None else str(v).replace("|", "\\|") for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def views_metadata(con) -> dict:
+    """Each analyst view's columns (``columns/<view>``)."""
+    views = [v for (v,) in con.execute("SELECT table_name FROM information_schema.tables "
+                                       "WHERE table_schema = 'main' AND table_type = 'VIEW' ORDER BY 1").fetchall()]
+    return {"views": len(views), **{f"columns/{v}": dg.MetadataValue.table_schema(column_schema(con, v)) for v in views}}

@@ -6,18 +6,21 @@ from datetime import timedelta
 import dagster as dg
 
 from kernelindex_pipeline.publish import steps
-from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
+from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata, views_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.defs.reruns import evidence_materializations
 from kernelindex_pipeline.defs.keys import (
+    ANALYST_VIEWS,
     ATTESTATIONS,
     CLAIM_CHECKS,
     COMPARISON_RANKS,
     CONTROLLED_EVIDENCE,
     LISTING_RANKS,
+    QUARANTINE,
     RUN_MANIFESTS,
     RUN_OBSERVATIONS,
     RUNS,
+    VERDICT_HISTORY,
     VERDICT_REPLICATION,
     VERSION_CHECKS,
 )
@@ -101,6 +104,20 @@ def _specs() -> list[dg.AssetSpec]:
             description="Per kernel and protocol, the claims measured in two or more independent rerun sessions "
             "and whether each session alone gave the same verdict (kept, moved, flipped held <-> reversed)."),
         dg.AssetSpec(
+            QUARANTINE, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE, ATTESTATIONS], group_name="warehouse", **NIGHTLY,
+            kinds={"duckdb", "parquet"},
+            description="Every upstream line, evidence record or attestation file not accepted, with its reason (the "
+            "contract's table): never lost, never a crash."),
+        dg.AssetSpec(
+            VERDICT_HISTORY, deps=[CLAIM_CHECKS], group_name="warehouse", **NIGHTLY, kinds={"duckdb"},
+            description="What each claim's verdict was under each protocol, and since when: a row per verdict a "
+            "claim held, the open one current."),
+        dg.AssetSpec(
+            ANALYST_VIEWS, deps=[RUNS, COMPARISON_RANKS, CLAIM_CHECKS, VERSION_CHECKS], group_name="warehouse",
+            **NIGHTLY, kinds={"duckdb"},
+            description="The views analysts query (docs/warehouse.md): leaderboard, speedups, history, regressions, "
+            "rank_confidence, workload_params and the rest, each with its columns."),
+        dg.AssetSpec(
             ATTESTATIONS, deps=[RUNS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "json"},
             description="Readers' reproductions of runs and notes on them, validated from the attestation files "
             "(docs/attestations.md); a refused file is a `quarantine` row with its reason."),
@@ -139,6 +156,10 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
         yield dg.MaterializeResult(asset_key=VERDICT_REPLICATION, metadata=verdict_replication_metadata(con))
         yield dg.MaterializeResult(asset_key=ATTESTATIONS, metadata=attestations_metadata(
             con, done.runs.details.get("attestations", 0)))
+        yield dg.MaterializeResult(asset_key=QUARANTINE, metadata=table_metadata(
+            con, "quarantine", "SELECT reason, count(*) AS rows FROM quarantine GROUP BY reason ORDER BY rows DESC"))
+        yield dg.MaterializeResult(asset_key=VERDICT_HISTORY, metadata=table_metadata(con, "verdict_history"))
+        yield dg.MaterializeResult(asset_key=ANALYST_VIEWS, metadata=views_metadata(con))
 
 
 def _observations(con, done: steps.Publication) -> dg.MaterializeResult:
