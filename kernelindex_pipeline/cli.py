@@ -64,6 +64,25 @@ def _dagster_instance(wh: Warehouse):
 
 
 @contextlib.contextmanager
+def _sole_ingest_run(wh: Warehouse, instance, job: str):
+    """While this command runs the ingest job, no other command on this home does (a lock its process holds
+    while alive). An ingest run that still holds a pool slot then belongs to a killed command: its slots are
+    freed and it is marked failed, so that a killed ingest never stands in the way of the next one."""
+    import fcntl
+
+    with open(wh.home / ".ingest-run.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        storage = instance.event_log_storage
+        for run_id in storage.get_concurrency_run_ids():
+            run = instance.get_run_by_id(run_id)
+            if run is not None and run.job_name == job:
+                storage.free_concurrency_slots_for_run(run_id)
+                if not run.is_finished:
+                    instance.report_run_failed(run, "its command was killed; a later ingest freed its pool slot")
+        yield
+
+
+@contextlib.contextmanager
 def _dagster_storage(instance):
     """Dagster's run and event storage as one line where it cannot be written (a full disk, a read-only
     DAGSTER_HOME): what Dagster itself writes to stderr meanwhile is held back, and shown only once the
@@ -127,7 +146,7 @@ def ingest(sources: list[str]) -> dict:
             with _dagster_storage(instance):
                 keys = register_revisions(instance, listed)  # two ingests must not both add keys
         defs = build_definitions(locations=upstream.resolved_locations())
-        with _dagster_storage(instance):
+        with _dagster_storage(instance), _sole_ingest_run(wh, instance, INGEST_JOB):
             result = defs.resolve_job_def(INGEST_JOB).execute_in_process(
                 instance=instance, tags=range_tags(new.run_keys(keys)), run_config=QUIET_LOGS, raise_on_error=False
             )

@@ -136,3 +136,25 @@ def test_a_staged_generation_that_fails_its_audit_is_never_published(tmp_path, b
     monkeypatch.undo()
     ingest(home, next_source)  # the next ingest, unplanted, publishes the revision
     assert query(home, "SELECT count(DISTINCT revision_key) FROM snapshots")[0][0] == BASE_REVISIONS + 1
+
+
+def test_an_ingest_killed_holding_its_pool_slot_does_not_block_the_next(tmp_path, base_warehouse, next_source):
+    """The command line's instance gives the warehouse pool one slot: an ingest killed while its step holds it
+    leaves it claimed, and the next ingest frees it (and marks the dead run failed) rather than wait forever."""
+    import dagster as dg
+
+    for attempt in range(12):
+        home = copy_home(base_warehouse, tmp_path / f"home-{attempt}")
+        process = start_ingest(home, next_source)
+        time.sleep(1.5 + attempt * 0.5)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        storage = dg.DagsterInstance.from_config(str(home / "dagster")).event_log_storage
+        if held := storage.get_concurrency_run_ids():
+            break
+    else:
+        pytest.skip("no kill landed while the step held its slot")
+    ingest(home, next_source)
+    instance = dg.DagsterInstance.from_config(str(home / "dagster"))
+    assert not instance.event_log_storage.get_concurrency_run_ids()
+    assert all(instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE for run_id in held)

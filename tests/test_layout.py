@@ -62,7 +62,7 @@ def test_the_code_location_is_the_defs_folder():
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
         "upstream_snapshots", "run_observations", "controlled_evidence", "runs", "run_manifests",
         "comparison_ranks", "listing_ranks", "claim_checks", "version_checks", "verdict_replication", "attestations",
-        "gpu_reruns"}
+        "quarantine", "verdict_history", "analyst_views", "gpu_reruns"}
     assert {s.name for s in repo.schedule_defs} == {"nightly_ingest"}
     assert {s.name for s in repo.sensor_defs} == {"new_upstream_revisions"}
     assert len(list(repo.asset_graph.asset_check_keys)) == 9
