@@ -68,10 +68,7 @@ def _sole_ingest_run(wh: Warehouse, instance, job: str):
     """While this command runs the ingest job, no other command on this home does (a lock its process holds
     while alive). An ingest run that still holds a pool slot then belongs to a killed command: its slots are
     freed and it is marked failed, so that a killed ingest never stands in the way of the next one."""
-    import fcntl
-
-    with open(wh.home / ".ingest-run.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with wh.ingest_run_lock():
         storage = instance.event_log_storage
         for run_id in storage.get_concurrency_run_ids():
             run = instance.get_run_by_id(run_id)

@@ -67,7 +67,7 @@ def evidence_materializations(con) -> list[dg.AssetMaterialization]:
         listing = "\n".join(["| evidence file | sha256 |", "|---|---|"]
                             + [f"| {f} | `{digests.get(f, 'unknown')}` |" for f in files])
         found.append(dg.AssetMaterialization(
-            asset_key=dg.AssetKey("gpu_reruns"), partition=rerun_partition(kernel, gpu),
+            asset_key=gpu_reruns.key, partition=rerun_partition(kernel, gpu),
             description="committed rerun evidence", metadata={
                 "sessions": sessions, "controlled_runs": runs, "controlled_runs_passed": passed,
                 "evidence_files": dg.MetadataValue.md(listing)}))

@@ -70,8 +70,8 @@ def _specs() -> list[dg.AssetSpec]:
             RUNS, deps=[RUN_OBSERVATIONS, CONTROLLED_EVIDENCE], group_name="warehouse", **NIGHTLY,
             kinds={"duckdb", "parquet"},
             description="One row per run ever seen (history is never deleted): identity, canonical values, first "
-            "and last upstream revision listing it, `withdrawn_upstream` once a later snapshot drops it; and "
-            "`quarantine`, every refused row."),
+            "and last upstream revision listing it, `withdrawn_upstream` once a later snapshot drops it (every "
+            "refused row: `quarantine`)."),
         dg.AssetSpec(
             RUN_MANIFESTS, deps=[RUNS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "json"},
             description="The canonical manifest of every run (BenchmarkRun, BenchmarkProtocol, ExecutionEnvironment), "
@@ -92,8 +92,8 @@ def _specs() -> list[dg.AssetSpec]:
             kinds={"duckdb", "parquet"},
             description="Every source claim (a ranks ahead of b in a current source comparison group), re-checked "
             "by KernelIndex's reruns under the device-time and source-replica protocols: held, reversed, "
-            "indistinguishable, or not re-checked with the reason; and `verdict_history`, what each claim's "
-            "verdict was and since when."),
+            "indistinguishable, or not re-checked with the reason (what each verdict was, and since when: "
+            "`verdict_history`)."),
         dg.AssetSpec(
             VERSION_CHECKS, deps=[CLAIM_CHECKS], group_name="warehouse", **NIGHTLY, kinds={"duckdb", "parquet"},
             description="Every reversed claim (and the seed records' claims) re-checked by reruns of the "

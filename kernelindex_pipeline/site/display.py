@@ -37,6 +37,11 @@ def natural_key(text: str) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
 
 
+def ratio_interval(ratio, low, high) -> str:
+    """A ratio with its 95% interval, or a dash without one."""
+    return "—" if ratio is None or low is None else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
+
+
 def plain(value) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from kernelindex_pipeline.site.charts import chart_svg, kernel_charts
 from kernelindex_pipeline.core.catalog import PROTOCOL_NAMES, RERUN_FAMILY, SOURCE_NATIVE, SOURCE_REPLICA_FAMILY, gpu_label
-from kernelindex_pipeline.site.display import ordered_params, plain, quantity, workload_display
+from kernelindex_pipeline.site.display import ordered_params, plain, quantity, ratio_interval, workload_display
 from kernelindex_pipeline.site.frame import STYLE, escape as _e, page
 from kernelindex_pipeline.site.glossary import (GLOSSARY_PAGE, claim_text, claim_type, glossary_page, outcome, term_link,
                                                 verdict_counts)
@@ -139,7 +139,7 @@ def claim_checks_section(checks: list[dict], site: Site = Site()) -> str:
         return ""
     rows = []
     for c in checks:
-        rerun = _interval(c["rerun_ratio"], c["ci_low"], c["ci_high"])
+        rerun = ratio_interval(c["rerun_ratio"], c["ci_low"], c["ci_high"])
         measured = _measured_medians(c)
         sessions = c.get("sessions")
         flag = (f"<br><span class=\"flag source-artifact\">source artifact: {_e(c['source_artifact'])}</span>"
@@ -201,11 +201,6 @@ def _native_label(native: dict) -> str:
     return "The source's own figures, unrounded, under its own names"
 
 
-def _interval(ratio, low, high) -> str:
-    """A ratio with its 95% interval, or a dash without one."""
-    return "—" if ratio is None or low is None else f"{ratio:.3f} [{low:.3f}, {high:.3f}]"
-
-
 def kernel_verdict_sections(con) -> dict[str, str]:
     """{kernel: its page's sections on how its verdicts replicate across rerun sessions and which of its
     source series measured something other than their label}."""
@@ -221,11 +216,11 @@ def kernel_verdict_sections(con) -> dict[str, str]:
     flips: dict[str, list[str]] = defaultdict(list)
     for (kernel, protocol, card, slug, mode, metric, a, b, verdict, ratio, low, high, sd,
          sessions) in con.execute(FLIPPED_SQL).fetchall():
-        each = "; ".join(f"{s['verdict']} {_interval(s['ratio'], s['low'], s['high'])}" for s in sessions)
+        each = "; ".join(f"{s['verdict']} {ratio_interval(s['ratio'], s['low'], s['high'])}" for s in sessions)
         spread = "" if sd is None else f' <span class="muted">(between sessions: sd {sd:.3f})</span>'
         flips[kernel].append(
             f"<tr><td>{_e(f'{b} vs {a}, {mode} {metric}, {slug}')}</td><td>{_e(protocol)}</td><td>{_e(card)}</td>"
-            f"<td>{_e(each)}</td><td>{_e(verdict)} {_e(_interval(ratio, low, high))}{spread}</td></tr>")
+            f"<td>{_e(each)}</td><td>{_e(verdict)} {_e(ratio_interval(ratio, low, high))}{spread}</td></tr>")
     for kernel, body in rows.items():
         flipped_note = "" if not flips[kernel] else (
             "<h3>Sessions that disagreed</h3><p>In these claims one session alone held and another alone "

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from kernelindex_pipeline.site.display import quantity
 from kernelindex_pipeline.site.frame import escape as _e, page
 from kernelindex_pipeline.site.glossary import GLOSSARY_PAGE, term_link
 from kernelindex_pipeline.site.pages import kernel_slug
@@ -227,11 +226,9 @@ async function find(text) {
   if (!found.length && query.includes('/')) {
     const kernel = lower.split('/')[0].replace(/[^a-z0-9_.-]/g, '_').replace(/^\\.+/, '') || '_';
     const pairs = await load('kernels', kernel);
-    found = pairs.filter(([key]) => key.toLowerCase().startsWith(lower))
-      .map(([key, run]) => [key, 'runs/' + run + '.html', ' \\u2192 run ' + run.slice(0, 8)]);
-  } else if (hex) {
-    found = found.map(([key, run]) => [key, 'runs/' + run + '.html', ' \\u2192 run ' + run.slice(0, 8)]);
+    found = pairs.filter(([key]) => key.toLowerCase().startsWith(lower));
   }
+  found = found.map(([key, run]) => [key, 'runs/' + run + '.html', ' \\u2192 run ' + run.slice(0, 8)]);
   if (!found.length) {
     for (const r of rows) {
       const link = r.querySelector('a');

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from kernelindex_pipeline.site.display import natural_key
+from kernelindex_pipeline.site.display import natural_key, ratio_interval
 from kernelindex_pipeline.site.frame import escape as _e
 from kernelindex_pipeline.site.glossary import claim_text, outcome, term_link
 from kernelindex_pipeline.warehouse.sql import records
@@ -19,8 +19,7 @@ FILTERS = (("verdict", "verdict"), ("card", "GPU"), ("protocol", "protocol"))
 
 
 def _row(claim: dict) -> str:
-    ratio = ("—" if claim["rerun_ratio"] is None or claim["ci_low"] is None else
-             f"{claim['rerun_ratio']:.3f} [{claim['ci_low']:.3f}, {claim['ci_high']:.3f}]")
+    ratio = ratio_interval(claim["rerun_ratio"], claim["ci_low"], claim["ci_high"])
     said = outcome(claim)
     return (f"<tr data-verdict=\"{_e(said)}\" data-card=\"{_e(claim['card'])}\" data-protocol=\"{_e(claim['protocol'])}\">"
             f"<td>{_e(claim_text(claim))}</td><td>{_e(claim['operation_mode'])} · {_e(claim['metric'])}</td>"

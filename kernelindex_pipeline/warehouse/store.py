@@ -155,11 +155,12 @@ class Warehouse:
     # -- the write path -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def writer_lock(self) -> Iterator[None]:
-        """One writer at a time (ingests, partition registration); readers never take it."""
+    def _home_lock(self, name: str) -> Iterator[None]:
+        """An exclusive lock on the file `name` in the home, held while the body runs (and while this process
+        lives: a killed holder releases it)."""
         try:
             self.home.mkdir(parents=True, exist_ok=True)
-            handle = open(self.home / ".writer.lock", "a")
+            handle = open(self.home / name, "a")
         except OSError as exc:
             raise WarehouseError(f"cannot write to {self.home}: {exc.strerror or exc}") from exc
         with handle:
@@ -168,6 +169,14 @@ class Warehouse:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def writer_lock(self) -> contextlib.AbstractContextManager[None]:
+        """One writer at a time (ingests, partition registration); readers never take it."""
+        return self._home_lock(".writer.lock")
+
+    def ingest_run_lock(self) -> contextlib.AbstractContextManager[None]:
+        """One ingest job run at a time on this home (held across the run, which takes the writer lock inside)."""
+        return self._home_lock(".ingest-run.lock")
 
     @contextlib.contextmanager
     def publish(self) -> Iterator[Staging]:
