@@ -158,6 +158,22 @@ def test_a_replication_sample_draws_from_every_family_with_verdicts(shipped_ware
         assert drawn >= math.ceil(0.1 * sum(t["kernel"] == kernel for t in eligible)), kernel
 
 
+def test_a_card_replication_sample_draws_what_that_card_decided_once(shipped_warehouse):
+    with shipped_warehouse.reader() as con:
+        with pytest.raises(ValueError, match="unknown card"):
+            T.replication_targets(con, 0.1, card="NVIDIA H999")
+        by_card = con.execute("""
+            SELECT x.gpu, r.kernel, r.workload_digest, min(c.sessions) AS sessions
+            FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id JOIN controlled_runs x ON x.run_id = c.rerun_a_run_id
+            WHERE c.verdict <> 'not re-checked' GROUP BY ALL""").fetchall()
+        for card in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+            sample = T.replication_targets(con, 0.05, seed=3, card=card)
+            once = {(k, d) for gpu, k, d, n in by_card if gpu == card and n < 2}
+            # Every family the card decided once is drawn, and only from what that card decided once.
+            assert once and {k for k, _ in once} == {t["kernel"] for t in sample}
+            assert all(once & {(t["kernel"], d) for d in t["workload_digests"]} for t in sample)
+
+
 @pytest.mark.parametrize("kernel, params, batch", [
     # Upstream's script fixed a batch of 1 before its refactor and left it out of its runs.
     ("qwen2vl_mrope", {"hidden": 2048, "kv_heads": 8, "q_heads": 32, "seq": 2048}, 1),

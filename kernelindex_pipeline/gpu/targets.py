@@ -196,15 +196,31 @@ SELECT DISTINCT c.kernel, r.workload_digest FROM claim_checks c JOIN runs r ON r
 WHERE c.verdict <> 'not re-checked' ORDER BY ALL
 """
 
+# The same, restricted to claims that reruns on one card model (?) decided in a single session so far.
+UNREPLICATED_ON_MODEL_SQL = f"""
+SELECT DISTINCT c.kernel, r.workload_digest
+FROM claim_checks c JOIN runs r ON r.run_id = c.a_run_id JOIN controlled_runs x ON x.run_id = c.rerun_a_run_id
+    JOIN (VALUES {CARDS_VALUES}) g(device, gpu, form_factor) ON g.device = x.gpu
+WHERE c.verdict <> 'not re-checked' AND g.gpu = ? AND c.sessions < 2
+ORDER BY ALL
+"""
 
-def replication_targets(con, fraction: float = 0.1, seed: int = 0) -> list[dict]:
+
+def replication_targets(con, fraction: float = 0.1, seed: int = 0, card: str | None = None) -> list[dict]:
     """A stratified random sample of the targets whose workloads have decided claims, for a session of its
     own that re-measures them: `fraction` of each kernel's (at least one), drawn with `seed`, so that every
-    family with verdicts is replicated."""
+    family with verdicts is replicated. With ``card`` (a device name), only workloads whose claims reruns on
+    that card's model decided in one session so far: a second session on the model replicates them."""
     import random
 
+    if card is None:
+        rows = con.execute(DECIDED_WORKLOADS_SQL).fetchall()
+    elif card not in GPUS:
+        raise ValueError(f"unknown card {card!r}; expected one of {sorted(GPUS)}")
+    else:
+        rows = con.execute(UNREPLICATED_ON_MODEL_SQL, [GPUS[card].product]).fetchall()
     decided: dict[str, set[str]] = {}
-    for kernel, digest in con.execute(DECIDED_WORKLOADS_SQL).fetchall():
+    for kernel, digest in rows:
         decided.setdefault(kernel, set()).add(digest)
     eligible: dict[str, list[dict]] = {}
     for t in warehouse_targets(con, list(decided)):
@@ -248,7 +264,8 @@ def main(argv=None) -> int:
                     "'NVIDIA H100 80GB HBM3') that no rerun on the model has checked yet")
     ap.add_argument("--replication-sample", type=float, metavar="FRACTION",
                     help="a stratified random sample (this fraction of each kernel's workloads with verdicts, at "
-                    "least one) for a replication session of its own")
+                    "least one) for a replication session of its own; with --own-card, of the workloads that "
+                    "reruns on that card's model decided in one session so far")
     ap.add_argument("--seed", type=int, default=0, help="the replication sample's seed")
     ap.add_argument("--at-source-release", action="store_true",
                     help="write one targets file per Liger-Kernel release the sources measured (OUT-liger-X.json): "
@@ -269,7 +286,7 @@ def main(argv=None) -> int:
         return 0
     with Warehouse(args.warehouse).reader() as con:
         if args.replication_sample:
-            targets = [t for t in replication_targets(con, args.replication_sample, args.seed)
+            targets = [t for t in replication_targets(con, args.replication_sample, args.seed, args.own_card)
                        if not args.kernels or t["kernel"] in args.kernels]
         else:
             targets = warehouse_targets(con, args.kernels or None, args.only_unchecked, args.own_card)
