@@ -628,18 +628,27 @@ def test_a_claim_whose_source_measured_something_else_is_a_named_source_artifact
 
 def test_kernel_pages_explain_the_sessions_that_disagreed(both_home):
     """A claim whose sessions alone flip between held and reversed is listed on its kernel's page with each
-    session's interval and the verdict that pools them."""
+    session's interval, which side moved between sessions (each session's medians) and the verdict that pools
+    them."""
+    from kernelindex_pipeline.site.display import quantity
     from kernelindex_pipeline.site.export import FLIPPED_SQL, kernel_verdict_sections
 
     with Warehouse(both_home).reader() as con:
         sections = kernel_verdict_sections(con)
         flipped = con.execute(FLIPPED_SQL).fetchall()
+        medians = dict(con.execute("SELECT run_id, median_value FROM controlled_runs").fetchall())
     assert flipped
     assert {k for k, section in sections.items() if "Sessions that disagreed" in section} == {row[0] for row in flipped}
-    for kernel, *_, verdict, ratio, low, high, _sd, sessions in flipped:
-        section = sections[kernel]
+    for kernel, _, _, _, _, _, a, b, verdict, ratio, low, high, _sd, sessions in flipped:
+        section = html.unescape(sections[kernel])
         assert f"{verdict} {ratio:.3f} [{low:.3f}, {high:.3f}]" in section
         assert all(f"{s['verdict']} {s['ratio']:.3f} [{s['low']:.3f}, {s['high']:.3f}]" in section for s in sessions)
+        spread = {side: max(medians[s[key]] for s in sessions) / min(medians[s[key]] for s in sessions)
+                  for side, key in ((a, "a"), (b, "b"))}
+        moved = max(spread, key=spread.get)
+        assert f"{moved} {spread[moved]:.2f}×" in section
+        assert all(f"{a} {quantity(medians[s['a']], 'ns')}, {b} {quantity(medians[s['b']], 'ns')}" in section
+                   for s in sessions)
 
 
 def test_a_verdict_shows_both_medians_with_units_and_says_its_ratio_in_words(both_home, tmp_path):

@@ -177,11 +177,18 @@ FLIPPED_SQL = """
 SELECT kernel, protocol, rerun_gpu, workload_slug, operation_mode, metric, a_provider, b_provider, verdict,
     rerun_ratio, ci_low, ci_high, between_session_sd,
     list_transform(session_intervals, lambda s: {'verdict': s.verdict, 'ratio': s.rerun_ratio, 'low': s.ci_low,
-                                                 'high': s.ci_high}) AS sessions
+                                                 'high': s.ci_high, 'a': s.rerun_a_run_id, 'b': s.rerun_b_run_id}) AS sessions
 FROM claim_checks
 WHERE list_contains(list_transform(session_intervals, lambda s: s.verdict), 'held')
   AND list_contains(list_transform(session_intervals, lambda s: s.verdict), 'reversed')
 ORDER BY kernel, protocol, rerun_gpu, workload_slug, operation_mode, metric, a_provider, b_provider
+"""
+# Each rerun of a flipped claim: its median, and the host's dispatch time for one eager torch op in its session
+# (the session's launch floor).
+FLIPPED_RUNS_SQL = """
+SELECT run_id, median_value, unit,
+    TRY_CAST(record->'environment'->'spec'->'launchFloor'->'oneElementTorchOp'->>'hostEnqueueNs' AS DOUBLE) AS dispatch_ns
+FROM controlled_runs WHERE list_contains(?, run_id)
 """
 ARTIFACTS_SQL = """
 SELECT kernel, operation_mode, string_agg(DISTINCT gpu, ', ' ORDER BY gpu) AS gpus, count(*) AS runs,
@@ -201,6 +208,25 @@ def _native_label(native: dict) -> str:
     return "The source's own figures, unrounded, under its own names"
 
 
+def flip_cause(a: str, b: str, sessions: list[dict], reruns: dict[str, tuple]) -> str:
+    """Which side of a flipped claim moved between its sessions (the larger spread of its medians, max / min),
+    with each session's medians and host dispatch time: 'torch 1.66×, liger 1.02× (sessions: …)'."""
+    def spread(side: str) -> float:
+        medians = [reruns[s[side]][0] for s in sessions if s[side] in reruns and reruns[s[side]][0]]
+        return max(medians) / min(medians) if medians else 1.0
+
+    moved = sorted(((spread("a"), a), (spread("b"), b)), reverse=True)
+    per_session = []
+    for s in sessions:
+        if s["a"] not in reruns or s["b"] not in reruns:
+            continue
+        (a_median, unit, dispatch), (b_median, _, _) = reruns[s["a"]], reruns[s["b"]]
+        host = "" if dispatch is None else f", torch op dispatch {quantity(dispatch, 'ns')}"
+        per_session.append(f"{a} {quantity(a_median, unit)}, {b} {quantity(b_median, unit)}{host}")
+    return (f"{moved[0][1]} {moved[0][0]:.2f}×, {moved[1][1]} {moved[1][0]:.2f}× between sessions"
+            + (f" ({'; '.join(per_session)})" if per_session else ""))
+
+
 def kernel_verdict_sections(con) -> dict[str, str]:
     """{kernel: its page's sections on how its verdicts replicate across rerun sessions and which of its
     source series measured something other than their label}."""
@@ -214,20 +240,26 @@ def kernel_verdict_sections(con) -> dict[str, str]:
                             f"<td>{moved}</td><td>{flipped}</td><td>{dk} of {dr}"
                             f"{f' ({pct:g}%)' if pct is not None else ''}</td></tr>")
     flips: dict[str, list[str]] = defaultdict(list)
-    for (kernel, protocol, card, slug, mode, metric, a, b, verdict, ratio, low, high, sd,
-         sessions) in con.execute(FLIPPED_SQL).fetchall():
+    flipped = con.execute(FLIPPED_SQL).fetchall()
+    reruns = {run_id: rest for run_id, *rest in con.execute(
+        FLIPPED_RUNS_SQL, [[s[side] for *_, sessions in flipped for s in sessions for side in "ab"]]).fetchall()}
+    for (kernel, protocol, card, slug, mode, metric, a, b, verdict, ratio, low, high, sd, sessions) in flipped:
         each = "; ".join(f"{s['verdict']} {ratio_interval(s['ratio'], s['low'], s['high'])}" for s in sessions)
         spread = "" if sd is None else f' <span class="muted">(between sessions: sd {sd:.3f})</span>'
         flips[kernel].append(
             f"<tr><td>{_e(f'{b} vs {a}, {mode} {metric}, {slug}')}</td><td>{_e(protocol)}</td><td>{_e(card)}</td>"
-            f"<td>{_e(each)}</td><td>{_e(verdict)} {_e(ratio_interval(ratio, low, high))}{spread}</td></tr>")
+            f"<td>{_e(each)}</td><td>{_e(flip_cause(a, b, sessions, reruns))}</td>"
+            f"<td>{_e(verdict)} {_e(ratio_interval(ratio, low, high))}{spread}</td></tr>")
     for kernel, body in rows.items():
         flipped_note = "" if not flips[kernel] else (
             "<h3>Sessions that disagreed</h3><p>In these claims one session alone held and another alone "
             "reversed: each session's interval is narrower than the difference between the sessions, which is "
             "run-to-run variation of our own GPU that a single session cannot see. The verdict pools the sessions "
-            "with the spread between them, so it claims no more than every session supports.</p><table><thead><tr><th>claim</th>"
-            "<th>protocol</th><th>card</th><th>each session: verdict, ratio [95% CI]</th><th>pooled verdict</th>"
+            "with the spread between them, so it claims no more than every session supports. Which side moved, "
+            "each session's medians and its host's dispatch time for one eager torch op (its launch floor) say "
+            "where the variation lies: a side that moved with the host's dispatch time kept the GPU waiting on the "
+            "host.</p><table><thead><tr><th>claim</th><th>protocol</th><th>card</th>"
+            "<th>each session: verdict, ratio [95% CI]</th><th>what moved</th><th>pooled verdict</th>"
             f"</tr></thead><tbody>{''.join(flips[kernel])}</tbody></table>")
         out[kernel].append(
             "<section id=\"replication\"><h2>Do the verdicts replicate?</h2><p>Claims measured again in an "
