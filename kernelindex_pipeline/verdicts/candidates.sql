@@ -38,12 +38,14 @@ WITH source AS (
 ), other_dtype_reruns AS (
     {other_dtype_reruns}
 ), built AS (
+    -- the reruns of the claims' workloads (every record of a session carries the session's launch floor)
     SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
         c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded,
         coalesce(cd.model, c.gpu) AS card_model, cd.form_factor AS card_form_factor,
         TRY_CAST(c.record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs' AS DOUBLE)
             AS recorded_floor_ns
     FROM controlled_runs c JOIN protocols p ON p.family = c.family LEFT JOIN cards cd ON cd.device = c.gpu
+    WHERE c.workload_digest IN (SELECT workload_digest FROM claims_at)
 ), controlled AS (
     -- a rerun of another dtype measured another workload
     SELECT * FROM built ANTI JOIN other_dtype_reruns USING (run_id)
