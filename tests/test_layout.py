@@ -62,9 +62,9 @@ def test_the_code_location_is_the_defs_folder():
     assert {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()} == {
         "upstream_snapshots", "run_observations", "controlled_evidence", "runs", "run_manifests",
         "comparison_ranks", "listing_ranks", "claim_checks", "version_checks", "verdict_replication", "attestations",
-        "quarantine", "verdict_history", "analyst_views", "gpu_reruns"}
+        "quarantine", "verdict_history", "analyst_views", "gpu_reruns", "record_site", "verdict_statements"}
     assert {s.name for s in repo.schedule_defs} == {"nightly_ingest"}
-    assert {s.name for s in repo.sensor_defs} == {"new_upstream_revisions"}
+    assert {s.name for s in repo.sensor_defs} == {"new_upstream_revisions", "default_automation_condition_sensor"}
     assert len(list(repo.asset_graph.asset_check_keys)) == 9
     assert set(repo.get_top_level_resources()) == {"upstream", "warehouse", "signing"}
     groups = {}

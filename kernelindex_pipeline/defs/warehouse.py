@@ -1,7 +1,6 @@
 """The warehouse tables, published together: one step builds the next generation and makes it live."""
 
 
-from datetime import timedelta
 
 import dagster as dg
 
@@ -16,6 +15,7 @@ from kernelindex_pipeline.defs.keys import (
     COMPARISON_RANKS,
     CONTROLLED_EVIDENCE,
     LISTING_RANKS,
+    NIGHTLY,
     QUARANTINE,
     RUN_MANIFESTS,
     RUN_OBSERVATIONS,
@@ -46,11 +46,6 @@ SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_imp
 """
 
 
-# Who answers for the warehouse's tables, and how fresh the nightly keeps them: it runs at 03:00 UTC, so a
-# table last published more than a day and an hour ago (warn) or two hours ago (fail) missed a night.
-OWNERS = ["team:kernelindex"]
-NIGHTLY = {"owners": OWNERS, "freshness_policy": dg.FreshnessPolicy.time_window(
-    fail_window=timedelta(hours=26), warn_window=timedelta(hours=25))}
 
 
 def _specs() -> list[dg.AssetSpec]:

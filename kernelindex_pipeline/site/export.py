@@ -753,15 +753,16 @@ def _default_progress(done: int, total: int, what: str) -> None:
 
 
 def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] = _default_progress,
-           site: Site | None = None, workers: int | None = None, signer=None) -> str:
-    """Write the export; ``site`` (default: from the environment, `Site.from_env`) builds permalinks and the
-    report link; ``workers`` (default: one per CPU, up to EXPORT_WORKERS_MAX) render it; ``signer`` signs
-    the statements, which an ``intoto`` export writes alone and an ``html`` one under ``statements/``."""
+           site: Site | None = None, workers: int | None = None, signer=None, warehouse: Warehouse | None = None) -> str:
+    """Write the export of ``warehouse`` (default: KERNELINDEX_HOME's); ``site`` (default: from the
+    environment, `Site.from_env`) builds permalinks and the report link; ``workers`` (default: one per CPU, up
+    to EXPORT_WORKERS_MAX) render it; ``signer`` signs the statements, which an ``intoto`` export writes alone
+    and an ``html`` one under ``statements/``."""
     directory = Path(directory)
+    warehouse = Warehouse() if warehouse is None else warehouse
     if fmt == "intoto":
-        return export_statements(directory, signer)
+        return export_statements(directory, signer, warehouse)
     site = Site.from_env() if site is None else site
-    warehouse = Warehouse()
     with warehouse.reader() as con:
         generation = warehouse.db_path.resolve()
         [(total, text)] = con.execute("SELECT (SELECT count(*) FROM runs), "
@@ -828,18 +829,18 @@ def export(fmt: str, directory: Path, progress: Callable[[int, int, str], None] 
     if fmt == "json":
         return f"exported {total} manifests and index.json to {directory} ({written})"
     # the verdicts' statements, which the record pages link, inside the site
-    statements = export_statements(directory / "statements", signer)
+    statements = export_statements(directory / "statements", signer, warehouse)
     return (f"exported {total} record pages, {len(summaries)} group pages, {len(titles)} kernel pages and "
             f"manifests to {directory} ({written}); {statements}")
 
 
-def export_statements(directory: Path, signer=None) -> str:
+def export_statements(directory: Path, signer=None, warehouse: Warehouse | None = None) -> str:
     """The in-toto statements of every decided claim and protocol (`site/statements.py`), current and
     listing-time, bundled per kernel (``<kernel>.intoto.jsonl``: one statement a line, or with ``signer`` its
     DSSE envelope, in id order), and ``index.json``: each statement's id, bundle, line, sha256, claim and
     verdict. Files whose bytes would not change are left untouched; those no longer produced are removed."""
     write, index, bundles = _Writer(str(directory)), [], {}
-    with Warehouse().reader(bounded=True) as con:
+    with (Warehouse() if warehouse is None else warehouse).reader(bounded=True) as con:
         tables = ["claim_checks"] + (["listing_claim_checks"] if table_exists(con, "listing_claim_checks") else [])
         kernels = [k for (k,) in con.execute(
             " UNION ".join(f"SELECT DISTINCT kernel FROM ({STATEMENTS_SQL.format(table=t)})" for t in tables)
