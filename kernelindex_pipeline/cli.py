@@ -278,7 +278,7 @@ def _rerun_card(check: dict) -> str:
 
 def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> list[str]:
     """One run of the GPU job per kernel family (its partition), within one device-time budget shared by
-    all of them; each run publishes what it measured. Returns the Dagster run ids."""
+    all of them, then an ingest that publishes what they measured. Returns the Dagster run ids."""
     warnings.filterwarnings("ignore")
     import kernels
     from kernelindex_pipeline.defs.reruns import NO_CUDA, RERUN_JOB, rerun_partition
@@ -306,12 +306,13 @@ def rerun(kernels: list[str], device_minutes: float, only_unchecked: bool) -> li
             break
         result = job.execute_in_process(
             instance=_dagster_instance(wh), raise_on_error=False, partition_key=rerun_partition(kernel, device),
-            run_config={**QUIET_LOGS, "ops": {"gpu_reruns": {"config": {
+            run_config={**QUIET_LOGS, "ops": {"measure_reruns": {"config": {
                 "device_minutes": left, "only_unchecked": only_unchecked}}}})
         if not result.success:
             raise CliError(f"rerun of {kernel} failed: {_failure_message(result)}")
         run_ids.append(result.run_id)
-    return run_ids
+    published = ingest([])
+    return run_ids + ([published["run_id"]] if published.get("run_id") else [])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ def test_rerun_without_cuda_says_so_and_publishes_nothing(shipped_warehouse, mon
 
 def test_gpu_asset_is_partitioned_by_kernel_family_and_card_with_a_device_budget():
     spec = reruns.gpu_reruns
+    assert reruns.rerun_job.partitions_def == spec.partitions_def
     keys = {(k.keys_by_dimension["kernel"], k.keys_by_dimension["card"]) for k in spec.partitions_def.get_partition_keys()}
     assert keys == {(kernel, card) for kernel in kernels.FAMILIES for card in reruns.CARDS}
     assert {"nvidia-h100-80gb-hbm3", "nvidia-h200"} <= set(reruns.CARDS)
@@ -33,13 +34,38 @@ def test_gpu_asset_is_partitioned_by_kernel_family_and_card_with_a_device_budget
 
 
 def test_gpu_asset_is_tagged_for_a_gpu_node_and_pool():
-    spec = reruns.gpu_reruns
-    k8s = spec.op.tags["dagster-k8s/config"]
+    op = reruns.measure_reruns
+    k8s = op.tags["dagster-k8s/config"]
     k8s = json.loads(k8s) if isinstance(k8s, str) else k8s
     assert k8s["container_config"]["resources"]["limits"] == {"nvidia.com/gpu": 1}
-    assert spec.op.pool == "gpu"
+    assert op.pool == "gpu"
     job = reruns.rerun_job
     assert job.name == reruns.RERUN_JOB and job.tags["kernelindex/accelerator"] == "nvidia-gpu"
+    assert reruns.gpu_reruns.tags["kernelindex/accelerator"] == "nvidia-gpu"
+
+
+def test_a_launch_without_cuda_fails_in_one_line_and_leaves_the_evidence_partition_as_it_was(tmp_path):
+    """What an operator meets launching a rerun partition on a CPU-only deployment: the run fails with one
+    line, and the partition the committed evidence materialized stays materialized, not failed."""
+    import dagster as dg
+
+    from kernelindex_pipeline.defs.resources import WarehouseResource
+
+    instance = dg.DagsterInstance.ephemeral()
+    partition = reruns.rerun_partition("dyt", "NVIDIA H100 80GB HBM3")
+    instance.report_runless_asset_event(dg.AssetMaterialization(
+        reruns.gpu_reruns.key, partition=partition, description="committed rerun evidence"))
+    result = reruns.rerun_job.execute_in_process(
+        instance=instance, partition_key=partition, raise_on_error=False,
+        resources={"warehouse": WarehouseResource(home=str(tmp_path), evidence_dir=str(tmp_path / "evidence"))})
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert reruns.NO_CUDA in message and len(message.strip().splitlines()) == 1
+    assert failure.step_failure_data.user_failure_data.description == reruns.NO_CUDA
+    status = instance.get_status_by_partition(reruns.gpu_reruns.key, [str(partition)], reruns.RERUN_PARTITIONS)
+    assert status == {str(partition): dg.AssetPartitionStatus.MATERIALIZED}
+    assert not (tmp_path / "evidence").exists()
 
 
 def test_matmul_ceiling_problems_are_the_square_and_each_mlp_gemm_once():
@@ -67,4 +93,5 @@ def test_the_command_lines_instance_gives_the_gpu_pool_one_rerun_at_a_time(tmp_p
 
     instance = _dagster_instance(Warehouse(tmp_path))
     assert instance.event_log_storage.get_concurrency_info("gpu").limit == 1
-    assert "GPU" in reruns.gpu_reruns.op.description and "card" in reruns.gpu_reruns.op.description
+    for described in (reruns.gpu_reruns.description, reruns.measure_reruns.description, reruns.rerun_job.description):
+        assert "CUDA GPU" in described and "card" in described

@@ -11,6 +11,7 @@ import kernels
 
 from kernelindex_pipeline.core.catalog import GPUS
 from kernelindex_pipeline.core.identity import slugify
+from kernelindex_pipeline.defs.keys import OWNERS
 from kernelindex_pipeline.defs.resources import WarehouseResource
 
 RERUN_JOB = "gpu_reruns_job"
@@ -74,18 +75,29 @@ def evidence_materializations(con) -> list[dg.AssetMaterialization]:
     return found
 
 
-@dg.asset(group_name="gpu", kinds={"python", "triton"}, pool="gpu", op_tags=GPU_OP_TAGS,
-          partitions_def=RERUN_PARTITIONS)
-def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Needs a CUDA GPU of its partition's card (run it on a GPU node: the `gpu` pool, one rerun per GPU).
-    Re-measures one covered kernel family on that card, for the workloads and providers its source comparison
-    groups hold: correctness first on fresh random inputs, then timing under KernelIndex's protocol and the
-    source's own (do_bench) harness; writes one evidence file (gzipped JSONL) into the evidence directory,
-    within ``device_minutes``."""
+# The rerun evidence of each kernel family and card. Its partitions are reported, never planned: by each
+# publication that loads committed evidence, and by the GPU job when it has written a session; so a launch
+# that cannot measure (no CUDA device, another card) fails in one line and leaves the partition as it was.
+gpu_reruns = dg.AssetSpec(
+    "gpu_reruns", group_name="gpu", kinds={"python", "triton"}, partitions_def=RERUN_PARTITIONS,
+    owners=OWNERS, tags={"kernelindex/accelerator": "nvidia-gpu"},
+    description="KernelIndex's rerun evidence of one kernel family on one card (partitions: card x kernel). "
+    f"Needs a CUDA GPU of its partition's card: launch the `{RERUN_JOB}` job's partition on a GPU node (the "
+    "`gpu` pool, one rerun per GPU), or commit evidence measured elsewhere; each publication that loads new "
+    "evidence reports the partitions it holds, with their sessions, runs and files' sha256.")
+
+
+@dg.op(pool="gpu", tags=GPU_OP_TAGS)
+def measure_reruns(context: dg.OpExecutionContext, config: RerunConfig, warehouse: WarehouseResource) -> None:
+    """Needs a CUDA GPU of its partition's card. Re-measures one covered kernel family on that card, for the
+    workloads and providers its source comparison groups hold: correctness first on fresh random inputs, then
+    timing under KernelIndex's protocol and the source's own (do_bench) harness; writes one evidence file
+    (gzipped JSONL) into the evidence directory within ``device_minutes``, and reports it as the partition's
+    materialization of ``gpu_reruns``; the next ingest publishes it."""
     from kernelindex_pipeline.gpu.device import cuda_available
 
     if not cuda_available():
-        raise dg.Failure(description=NO_CUDA)
+        raise dg.Failure(description=NO_CUDA, allow_retries=False)
     from kernels.adapter import load_adapter
 
     from kernelindex_pipeline.gpu.rerun import run_reruns
@@ -97,7 +109,8 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
 
     here = torch.cuda.get_device_name(0)
     if slugify(here) != card:
-        raise dg.Failure(description=f"partition card={card} needs an {CARDS[card]}; this machine's GPU is {here}")
+        raise dg.Failure(description=f"partition card={card} needs an {CARDS[card]}; this machine's GPU is {here}",
+                         allow_retries=False)
     load_adapter(kernel)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = warehouse.evidence_path() / f"rerun-{kernel}-{stamp}.jsonl.gz"
@@ -107,14 +120,15 @@ def gpu_reruns(context: dg.AssetExecutionContext, config: RerunConfig, warehouse
     records = run_reruns(chosen, out, budget_s=config.device_minutes * 60)
     statuses = {s: sum(r["status"] == s for r in records) for s in ("passed", "failed", "unavailable", "too_large")}
     reached = len({json.dumps([r["params"], r["dtype"]], sort_keys=True) for r in records})
-    return dg.MaterializeResult(metadata={"records": len(records), **{f"records_{s}": n for s, n in statuses.items()},
-                                          "targets": len(chosen), "targets_measured": reached,
-                                          "evidence_file": dg.MetadataValue.path(str(out))})
+    context.log_event(dg.AssetMaterialization(
+        asset_key=gpu_reruns.key, partition=context.partition_key, description="a rerun session of this job",
+        metadata={"records": len(records), **{f"records_{s}": n for s, n in statuses.items()},
+                  "targets": len(chosen), "targets_measured": reached,
+                  "evidence_file": dg.MetadataValue.path(str(out))}))
 
 
-rerun_job = dg.define_asset_job(
-    RERUN_JOB,
-    selection=dg.AssetSelection.groups("gpu", "warehouse").required_multi_asset_neighbors(),
-    description="GPU reruns, then the warehouse assets that publish them. Needs a CUDA device.",
-    tags={"kernelindex/accelerator": "nvidia-gpu"},
-)
+@dg.job(name=RERUN_JOB, partitions_def=RERUN_PARTITIONS, tags={"kernelindex/accelerator": "nvidia-gpu"},
+        description="Needs a CUDA GPU of the partition's card: measures one kernel family's reruns into the evidence "
+        "directory (`gpu_reruns`); the next ingest publishes them.")
+def rerun_job():
+    measure_reruns()
