@@ -163,6 +163,38 @@ def _cli(home: Path, sources: list[Path], *args: str) -> tuple[float, float]:
     return seconds, max(own_kib, tree_kib) / 1024
 
 
+# The floor a backfill is compared with: the same bytes landed with plain DuckDB and nothing else, in a process
+# of its own that imports DuckDB alone (each source's files in one table, every column text; each evidence
+# record as one JSON value). Prints the rows landed.
+LAND_RAW = """
+import json, sys
+import duckdb
+job = json.load(sys.stdin)
+con = duckdb.connect(job["db"])
+for n, files in enumerate(job["sources"]):
+    con.execute(f"CREATE TABLE source_{n} AS SELECT * FROM read_csv(?, union_by_name = true, all_varchar = true, "
+                "filename = true)", [files])
+con.execute("CREATE TABLE evidence AS SELECT * FROM read_ndjson_objects(?, filename = true)", [job["evidence"]])
+tables = [f"source_{n}" for n in range(len(job["sources"]))] + ["evidence"]
+print(con.execute("SELECT " + " + ".join(f"(SELECT count(*) FROM {t})" for t in tables)).fetchall()[0][0])
+con.close()
+"""
+
+
+def _raw_floor(sources: list[Path]) -> tuple[float, int]:
+    """(wall seconds, rows) of LAND_RAW over the sources' files and the shipped evidence, in a fresh process
+    timed as the backfill is."""
+    from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
+
+    with tempfile.TemporaryDirectory() as tmp:
+        job = {"db": str(Path(tmp) / "raw.duckdb"), "evidence": sorted(map(str, SHIPPED_EVIDENCE.glob("*.jsonl.gz"))),
+               "sources": [[str(d / row["file"]) for row in _read_index(d) if row["file"]] for d in sources]}
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", LAND_RAW], input=json.dumps(job), capture_output=True, text=True,
+                              check=True)
+        return time.perf_counter() - started, int(done.stdout)
+
+
 def _db_bytes(home: Path) -> int:
     return Warehouse(home).db_path.resolve().stat().st_size
 
@@ -178,6 +210,7 @@ def measure_history(copies: int, nightlies: int, export: bool = False) -> dict:
         home = Path(tmp) / "home"
         results = {"history": copies}
         results["backfill_s"], results["backfill_rss_mb"] = _cli(home, sources, "ingest")
+        results["raw_floor_s"], results["raw_rows"] = _raw_floor(sources)
         results["runs"] = _runs(home)
         results["noop_s"], results["noop_rss_mb"] = _cli(home, sources, "ingest")
         times, rss = [], []
@@ -231,6 +264,8 @@ def measure_normalization(rows: int) -> dict:
 def report(results: dict) -> str:
     lines = [f"history x{results['history']}: {results['runs']:,} runs"]
     lines.append(f"(a) full backfill, Dagster included : {results['backfill_s']:7.2f} s   peak RSS {results['backfill_rss_mb']:.0f} MiB")
+    lines.append(f"    raw landing floor (plain DuckDB): {results['raw_floor_s']:7.2f} s   {results['raw_rows']:,} rows; "
+                 f"backfill / floor {results['backfill_s'] / results['raw_floor_s']:.1f}x")
     lines.append(f"(b) no-op ingest                    : {results['noop_s']:7.2f} s   peak RSS {results['noop_rss_mb']:.0f} MiB")
     runs = ", ".join(f"{s:.2f}" for s in results["nightly_s"])
     lines.append(f"(c) nightly, one new revision       : {results['nightly_median_s']:7.2f} s median ({runs})   "
