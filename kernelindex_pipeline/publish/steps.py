@@ -50,7 +50,7 @@ ATTESTATIONS_KEY = "attestations"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "claim-dtypes-1"
+DERIVED_VERSION = "rerun-facts-1"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 
@@ -343,6 +343,10 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         environments.update(found.environments)
         workloads.update(found.workloads)
         refused += found.refused
+    # What the claims read of each record, read out of its JSON once here rather than at every publication.
+    con.execute("""
+        UPDATE c_new SET compile_recorded = record->>'compile' IS NOT NULL, launch_floor_ns =
+            TRY_CAST(record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs' AS DOUBLE)""")
     src_protocols, src_environments, implementations = _reference_rows()
     tables = {
         "protocols": _manifest_table(src_protocols + list(protocols.values()), "protocol_digest", "name",

@@ -39,11 +39,9 @@ WITH source AS (
     {other_dtype_reruns}
 ), built AS (
     -- the reruns of the claims' workloads (every record of a session carries the session's launch floor)
-    SELECT c.* EXCLUDE (record, samples), len(c.samples) AS sample_count, p.protocol,
-        c.record->>'compile' IS NULL AND {compiled} AS compile_unrecorded,
-        coalesce(cd.model, c.gpu) AS card_model, cd.form_factor AS card_form_factor,
-        TRY_CAST(c.record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs' AS DOUBLE)
-            AS recorded_floor_ns
+    SELECT c.* EXCLUDE (record, samples, compile_recorded, launch_floor_ns), len(c.samples) AS sample_count, p.protocol,
+        NOT c.compile_recorded AND {compiled} AS compile_unrecorded,
+        coalesce(cd.model, c.gpu) AS card_model, cd.form_factor AS card_form_factor, c.launch_floor_ns AS recorded_floor_ns
     FROM controlled_runs c JOIN protocols p ON p.family = c.family LEFT JOIN cards cd ON cd.device = c.gpu
     WHERE c.workload_digest IN (SELECT workload_digest FROM claims_at)
 ), controlled AS (

@@ -347,8 +347,7 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
     several, each session's own interval and verdict too (`session_intervals`); where it has one, the
     interval widened by the spread between sessions of its kernel and protocol (`session_spread`)."""
     fresh = [row for row in rows if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
-    spread = {(kernel, protocol): sd for kernel, protocol, sd in con.execute(
-        f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
+    spread = _session_spread(con) if any(len(row["session_a_run_ids"]) == 1 for row in fresh) else {}
     samples = _samples_of(con, {run for r in fresh for side in ("session_a_run_ids", "session_b_run_ids")
                                 for run in r[side]})
     jobs = []
@@ -385,6 +384,20 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
             row["reason"] += REPLICA_BUDGET_NOTE
         row["awaiting_rerun"] = (row["verdict"] == rule.NOT_RECHECKED and not budget_bound
                                  and row["reason_code"] in reasons.AWAITING)
+
+
+_SPREADS: dict[tuple, dict] = {}
+
+
+def _session_spread(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str], float]:
+    """`session_spread`'s between-session sd by (kernel, protocol): it scans every rerun, so it is read once per
+    set of reruns (by their ids), not once per claim table a publication checks."""
+    [fingerprint] = con.execute("SELECT count(*), bit_xor(hash(run_id)) FROM controlled_runs").fetchall()
+    if fingerprint not in _SPREADS:
+        _SPREADS.clear()
+        _SPREADS[fingerprint] = {(kernel, protocol): sd for kernel, protocol, sd in con.execute(
+            f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
+    return _SPREADS[fingerprint]
 
 
 def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, list[float]]:
