@@ -171,6 +171,7 @@ import json, sys
 import duckdb
 job = json.load(sys.stdin)
 con = duckdb.connect(job["db"])
+con.execute("SET enable_progress_bar = false")
 for n, files in enumerate(job["sources"]):
     con.execute(f"CREATE TABLE source_{n} AS SELECT * FROM read_csv(?, union_by_name = true, all_varchar = true, "
                 "filename = true)", [files])
