@@ -28,7 +28,7 @@ from kernelindex_pipeline.runs.published import PUBLISHED_IDENTIFIERS_SQL, SEED_
 from kernelindex_pipeline.runs.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.verdicts.history import record_verdicts
 from kernelindex_pipeline.warehouse.store import Warehouse
-from kernelindex_pipeline.warehouse.sql import registered, replace_if_changed, replace_where
+from kernelindex_pipeline.warehouse.sql import ROW_DIGEST, registered, replace_if_changed, replace_where
 
 
 @dataclass
@@ -291,7 +291,8 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True)
     with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
         with registered(con, lc_new=listing_claim_checks(con)):
             changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS,
-                                     "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key")
+                                     "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key",
+                                     compare=f"comparison_key, {ROW_DIGEST}")
     [(count,)] = con.execute("SELECT count(*) FROM claim_checks").fetchall()
     return StepResult(count, changed or history["verdicts_changed"] > 0,
                       {"rechecked": checked.num_rows, **history})

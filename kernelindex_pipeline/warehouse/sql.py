@@ -85,13 +85,17 @@ def replace_where(con: duckdb.DuckDBPyConnection, table: str, where: str, query:
     columns = ", ".join(name for name, _ in table_columns(con, table))
     kind = "TABLE" if materialize else "VIEW"
     con.execute(f"CREATE OR REPLACE TEMP {kind} _next AS SELECT {columns} FROM ({query})", params or [])
-    # Only what tells rows apart is read of the rows there now (not a run's text, say).
-    kept = columns if compare == "*" else compare
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {kept} FROM {table} WHERE {where}")
+    # Only what tells rows apart is read of the rows there now (not a run's text, say); a row digest is taken
+    # over the table's columns on both sides and kept as `_row`.
+    if compare == "*":
+        taken, kept = columns, "*"
+    else:
+        taken, kept = compare.replace(ROW_DIGEST, f"{ROW_DIGEST} AS _row"), compare.replace(ROW_DIGEST, "_row")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _previous AS SELECT {taken} FROM {table} WHERE {where}")
     [(first_rows,)] = con.execute("SELECT NOT EXISTS (SELECT 1 FROM _previous)").fetchall()
     differ = ("SELECT * FROM _next" if first_rows else  # nothing to compare with: every row is new
-              f"SELECT * FROM (SELECT {compare} FROM _next EXCEPT ALL SELECT {compare} FROM _previous) "
-              f"UNION ALL SELECT * FROM (SELECT {compare} FROM _previous EXCEPT ALL SELECT {compare} FROM _next)")
+              f"SELECT * FROM (SELECT {taken} FROM _next EXCEPT ALL SELECT {kept} FROM _previous) "
+              f"UNION ALL SELECT * FROM (SELECT {kept} FROM _previous EXCEPT ALL SELECT {taken} FROM _next)")
     if key is None:
         [(changed,)] = con.execute(f"SELECT EXISTS ({differ})").fetchall()
         if changed:
