@@ -278,18 +278,19 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True)
     """Claim checks of the comparison groups in scope whose ranks changed, or all of them where the evidence
     changed (their bootstrap intervals computed again only then), their checks at the source's Liger release,
     the verdict history, and the listing-time claims of the replaced runs of the groups whose listings changed."""
+    spread = claims.session_spread(con)  # once for the three claim tables
     with narrowed_scope(con, None if evidence_changed else RANKS_CHANGED):
-        checked = claims.claim_checks(con, reuse_intervals=not evidence_changed)
+        checked = claims.claim_checks(con, reuse_intervals=not evidence_changed, spread=spread)
         with registered(con, cc_new=checked):
             changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                                     key="comparison_key")
         claims.reflag_source_artifacts(con)
-        with registered(con, vc_new=claims.version_checks(con, checked)):
+        with registered(con, vc_new=claims.version_checks(con, checked, spread)):
             changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
                                      key="comparison_key")
         history = record_verdicts(con)
     with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
-        with registered(con, lc_new=listing_claim_checks(con)):
+        with registered(con, lc_new=listing_claim_checks(con, spread)):
             changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS,
                                      "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key",
                                      compare=f"comparison_key, {ROW_DIGEST}")

@@ -210,11 +210,12 @@ def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[t
     return known
 
 
-def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True) -> pa.Table:
+def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True, spread: dict | None = None) -> pa.Table:
     """The `claim_checks` table: one row per source claim and rerun protocol, re-checked by the reruns of
     the newest Liger-Kernel release they used. `reuse_intervals` takes the bootstrap intervals of a rerun
-    pair from the stored rows where there are some (not when the evidence changed)."""
-    out = _checked_claims(con, "current_release.release", "true", reuse_intervals)
+    pair from the stored rows where there are some (not when the evidence changed); `spread` is
+    `session_spread(con)` where the caller has it already."""
+    out = _checked_claims(con, "current_release.release", "true", reuse_intervals, spread)
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
@@ -243,7 +244,7 @@ WHERE c.verdict = 'reversed' OR EXISTS (SELECT 1 FROM runs r WHERE r.run_id IN (
 """
 
 
-def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Table:
+def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table, spread: dict | None = None) -> pa.Table:
     """The `version_checks` table: each claim of `VERSION_CLAIMS_SQL` (from `current`, the claim checks just
     computed) re-checked by reruns of the Liger-Kernel release the source measured, beside its verdict at the
     reruns' current release. `version_effect`: `none` where both give the same verdict, `liger_changed`
@@ -252,7 +253,7 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Tabl
         con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [[seed.external_id for seed in SEED_RECORDS]])
         at_source = _checked_claims(con, "cl.source_liger_version",
                                     "(cl.comparison_key, cl.a_run_id, cl.b_run_id) IN (SELECT * FROM _version_claims)",
-                                    reuse_intervals=False)
+                                    reuse_intervals=False, spread=spread)
         now = {(r["comparison_key"], r["a_run_id"], r["b_run_id"], r["protocol"]): r for r in current.to_pylist()}
         con.execute("DROP TABLE _version_claims")
     out = []
@@ -271,7 +272,8 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table) -> pa.Tabl
     return pa.Table.from_pylist(out, schema=VERSION_CHECKS_SCHEMA)
 
 
-def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str, reuse_intervals: bool) -> list[dict]:
+def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str, reuse_intervals: bool,
+                    spread: dict | None = None) -> list[dict]:
     """The claims `claim_filter` admits, each with its verdict or the reason it has none under each
     protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
     # The candidates' query reads every rerun whatever the scope: a publication that changed no group skips it.
@@ -313,7 +315,7 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
         elif "verdict" not in row:
             latency.append(row)
         out.append(row)
-    _check_latency(con, latency, known)
+    _check_latency(con, latency, known, spread)
     _judge_hosts(out)
     for row in out:
         # A rerun can settle only a workload whose input shapes its parameters give.
@@ -342,12 +344,13 @@ def _judge_hosts(rows: list[dict]) -> None:
                 f"{rule.BARE_METAL_FLOOR_NS / 1000:.1f} µs); awaiting a host that can decide it"))
 
 
-def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict) -> None:
+def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict, spread: dict | None = None) -> None:
     """Interval and verdict of each latency claim with a rerun pair, pooling its sessions; where it pooled
     several, each session's own interval and verdict too (`session_intervals`); where it has one, the
     interval widened by the spread between sessions of its kernel and protocol (`session_spread`)."""
     fresh = [row for row in rows if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
-    spread = _session_spread(con) if any(len(row["session_a_run_ids"]) == 1 for row in fresh) else {}
+    if spread is None:
+        spread = session_spread(con) if any(len(row["session_a_run_ids"]) == 1 for row in fresh) else {}
     samples = _samples_of(con, {run for r in fresh for side in ("session_a_run_ids", "session_b_run_ids")
                                 for run in r[side]})
     jobs = []
@@ -386,18 +389,11 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
                                  and row["reason_code"] in reasons.AWAITING)
 
 
-_SPREADS: dict[tuple, dict] = {}
-
-
-def _session_spread(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str], float]:
-    """`session_spread`'s between-session sd by (kernel, protocol): it scans every rerun, so it is read once per
-    set of reruns (by their ids), not once per claim table a publication checks."""
-    [fingerprint] = con.execute("SELECT count(*), bit_xor(hash(run_id)) FROM controlled_runs").fetchall()
-    if fingerprint not in _SPREADS:
-        _SPREADS.clear()
-        _SPREADS[fingerprint] = {(kernel, protocol): sd for kernel, protocol, sd in con.execute(
-            f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
-    return _SPREADS[fingerprint]
+def session_spread(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str], float]:
+    """`session_spread`'s between-session sd by (kernel, protocol). It scans every rerun: a publication reads it
+    once and hands it to each claim table it checks."""
+    return {(kernel, protocol): sd for kernel, protocol, sd in con.execute(
+        f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
 
 
 def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, list[float]]:

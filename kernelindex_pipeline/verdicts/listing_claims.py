@@ -95,9 +95,9 @@ ORDER BY p.comparison_key, p.listed_at, p.a_run_id, p.b_run_id, c.protocol
 """
 
 
-def listing_claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
+def listing_claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = None) -> pa.Table:
     """The claim checks of the claims the replaced source runs of the groups in scope made when they were
-    listed: `claim_checks`' columns, plus `listed_at`."""
+    listed: `claim_checks`' columns, plus `listed_at` (`spread`: as `claims.claim_checks` takes it)."""
     con.execute(LISTED_SQL)
     con.execute(MOMENTS_SQL)
     for step in MEMBERS_STEPS:
@@ -109,7 +109,7 @@ def listing_claim_checks(con: duckdb.DuckDBPyConnection) -> pa.Table:
     try:
         with registered(cursor, _representatives=representatives):
             cursor.execute(SHADOW_SQL.format(database=database, source_native=SOURCE_NATIVE))
-            checked = claims.claim_checks(cursor)
+            checked = claims.claim_checks(cursor, spread=spread)
     finally:
         cursor.close()
     with registered(con, _representative_checks=checked):
