@@ -82,15 +82,14 @@ def test_the_integrity_checks_pass_with_both_sources_and_the_warnings_say_why(bo
     """Ids, ranks, manifests and digests hold, the quarantine stays under its threshold, and `kernels/` knows
     every kernel the sources name (one it did not know would be a warning naming it)."""
     from kernelindex_pipeline.defs import checks
-    from kernelindex_pipeline.defs.resources import WarehouseResource
+    from kernelindex_pipeline.warehouse.store import Warehouse
 
-    resource = WarehouseResource(home=str(both_home))
-    for check in (checks.unique_run_ids, checks.no_orphan_ranks, checks.every_run_has_manifest,
-                  checks.digests_recompute):
-        assert check(warehouse=resource).passed, next(iter(check.check_specs)).name
-    assert checks.quarantine_rate(warehouse=resource).passed
-    # every kernel the shipped sources name has a spec (DPO loss and PolyNorm the last): no warning on day one
-    unknown = checks.unknown_kernels(warehouse=resource)
+    with Warehouse(both_home).reader() as con:
+        for check in (checks.unique_run_ids, checks.no_orphan_ranks, checks.every_run_has_manifest,
+                      checks.digests_recompute, checks.quarantine_rate):
+            assert check(con).passed, check.name
+        # every kernel the shipped sources name has a spec (DPO loss and PolyNorm the last): no warning on day one
+        unknown = checks.unknown_kernels(con)
     assert unknown.passed and unknown.metadata["unknown_kernels"].value == "none"
 
 

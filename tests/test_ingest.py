@@ -132,15 +132,11 @@ def test_sensor_adds_new_revisions_as_partitions_and_requests_one_run():
 
 
 def test_asset_checks_pass_on_the_shipped_warehouse(shipped_warehouse):
-    from kernelindex_pipeline.defs import checks
-    from kernelindex_pipeline.defs.resources import WarehouseResource
+    from kernelindex_pipeline.defs.warehouse import CHECKS
 
-    resource = WarehouseResource(home=str(shipped_warehouse.home))
-    for check in (checks.unique_run_ids, checks.no_orphan_ranks, checks.every_run_has_manifest,
-                  checks.digests_recompute, checks.quarantine_rate):
-        result = check(warehouse=resource)
-        assert result.passed, check.name
-    assert checks.unknown_kernels(warehouse=resource).passed
+    with shipped_warehouse.reader() as con:
+        for check in CHECKS:
+            assert check(con).passed, check.name
 
 
 def test_asset_checks_catch_a_publication_that_repeats_a_run_or_breaks_a_digest(shipped_warehouse, tmp_path):
@@ -150,7 +146,6 @@ def test_asset_checks_catch_a_publication_that_repeats_a_run_or_breaks_a_digest(
 
     from conftest import copy_home
     from kernelindex_pipeline.defs import checks
-    from kernelindex_pipeline.defs.resources import WarehouseResource
 
     home = copy_home(shipped_warehouse.home, tmp_path / "home")
     with duckdb.connect(str(Warehouse(home).db_path.resolve())) as con:
@@ -163,12 +158,11 @@ def test_asset_checks_catch_a_publication_that_repeats_a_run_or_breaks_a_digest(
         con.execute("DELETE FROM publication_changes")
         con.execute("INSERT INTO publication_changes VALUES ('runs', ?), ('run_manifests', ?), ('run_manifests', ?), "
                     "('runs', ?)", [repeated_id, altered_id, unmanifested_id, removed_id])
-    resource = WarehouseResource(home=str(home))
-    repeated = checks.unique_run_ids(warehouse=resource)
+    with Warehouse(home).reader() as con:
+        repeated, wrong, unpaired = (checks.unique_run_ids(con), checks.digests_recompute(con),
+                                     checks.every_run_has_manifest(con))
     assert not repeated.passed and repeated.metadata["duplicates"].value == 2  # its run id and its external id
-    wrong = checks.digests_recompute(warehouse=resource)
     assert not wrong.passed and wrong.metadata["examples"].value == altered_id
-    unpaired = checks.every_run_has_manifest(warehouse=resource)
     assert not unpaired.passed
     assert (unpaired.metadata["missing"].value, unpaired.metadata["without_run"].value) == (1, 1)
     from kernelindex_pipeline.publish.audit import faults  # the audit a staged generation passes first

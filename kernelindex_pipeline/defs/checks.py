@@ -1,12 +1,17 @@
-"""Asset checks on the warehouse: identity, referential integrity, digests, quarantine, unknown kernels."""
+"""Asset checks on the warehouse: identity, referential integrity, digests, quarantine, unknown kernels.
 
+`warehouse_tables` declares every check here (and the verdict rules' checks in `verdict_reports`) and runs
+them in its own step, on the generation it has just made live: a check costs its query, not a step."""
 
+import inspect
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import dagster as dg
+import duckdb
 
 from kernelindex_pipeline.defs.keys import COMPARISON_RANKS, RUN_MANIFESTS, RUNS
-from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.core.identity import digest
 from kernelindex_pipeline.publish.audit import (DUPLICATE_IDS_SQL, MANIFESTS_WITHOUT_RUN_SQL, MISSING_MANIFESTS_SQL,
                                                 ORPHAN_RANKS_SQL, WRONG_GROUP_SIZES_SQL)
@@ -21,35 +26,61 @@ UNKNOWN_KERNELS = "no_unknown_kernels"
 QUARANTINE_RATE_LIMIT = 0.02
 
 
-def _count(warehouse: WarehouseResource, sql: str) -> int:
-    with warehouse.warehouse().reader(bounded=True) as con:
-        return int(con.execute(sql).fetchone()[0])
+@dataclass(frozen=True)
+class WarehouseCheck:
+    """An asset check of a warehouse table: `measure` reads a connection to the live generation and says
+    whether it passed, with what it found."""
+
+    spec: dg.AssetCheckSpec
+    measure: Callable[[duckdb.DuckDBPyConnection], tuple[bool, dict]]
+    severity: dg.AssetCheckSeverity
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def __call__(self, con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
+        passed, metadata = self.measure(con)
+        return dg.AssetCheckResult(asset_key=self.spec.asset_key, check_name=self.spec.name, passed=passed,
+                                   metadata=metadata, severity=self.severity)
 
 
-@dg.asset_check(asset=RUNS, name=UNIQUE_RUN_IDS, blocking=True)
-def unique_run_ids(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+def warehouse_check(asset: dg.AssetKey, name: str, *, blocking: bool = False,
+                    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR):
+    """Declare `measure` as the check `name` on `asset` (its docstring is the check's description)."""
+    def declare(measure: Callable[[duckdb.DuckDBPyConnection], tuple[bool, dict]]) -> WarehouseCheck:
+        spec = dg.AssetCheckSpec(name, asset=asset, blocking=blocking, description=inspect.getdoc(measure))
+        return WarehouseCheck(spec, measure, severity)
+    return declare
+
+
+def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    return int(con.execute(sql).fetchone()[0])
+
+
+@warehouse_check(RUNS, UNIQUE_RUN_IDS, blocking=True)
+def unique_run_ids(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """No run id or external id appears twice in `runs` (looked up for the runs the latest publication wrote;
     the publication's own audit refused any generation that broke it)."""
-    dupes = _count(warehouse, DUPLICATE_IDS_SQL)
-    return dg.AssetCheckResult(passed=dupes == 0, metadata={"duplicates": dupes})
+    dupes = _count(con, DUPLICATE_IDS_SQL)
+    return dupes == 0, {"duplicates": dupes}
 
 
-@dg.asset_check(asset=COMPARISON_RANKS, name=NO_ORPHAN_RANKS)
-def no_orphan_ranks(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(COMPARISON_RANKS, NO_ORPHAN_RANKS)
+def no_orphan_ranks(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Every ranked run exists in `runs`, and group sizes match their groups."""
-    orphans = _count(warehouse, ORPHAN_RANKS_SQL)
-    bad_sizes = _count(warehouse, WRONG_GROUP_SIZES_SQL)
-    return dg.AssetCheckResult(passed=orphans == 0 and bad_sizes == 0,
-                               metadata={"orphans": orphans, "wrong_group_sizes": bad_sizes})
+    orphans = _count(con, ORPHAN_RANKS_SQL)
+    bad_sizes = _count(con, WRONG_GROUP_SIZES_SQL)
+    return orphans == 0 and bad_sizes == 0, {"orphans": orphans, "wrong_group_sizes": bad_sizes}
 
 
-@dg.asset_check(asset=RUN_MANIFESTS, name=EVERY_RUN_HAS_MANIFEST)
-def every_run_has_manifest(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(RUN_MANIFESTS, EVERY_RUN_HAS_MANIFEST)
+def every_run_has_manifest(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Each run has a manifest and no manifest lacks its run (looked up for the runs the latest publication
     touched)."""
-    missing = _count(warehouse, MISSING_MANIFESTS_SQL)
-    extra = _count(warehouse, MANIFESTS_WITHOUT_RUN_SQL)
-    return dg.AssetCheckResult(passed=missing == 0 and extra == 0, metadata={"missing": missing, "without_run": extra})
+    missing = _count(con, MISSING_MANIFESTS_SQL)
+    extra = _count(con, MANIFESTS_WITHOUT_RUN_SQL)
+    return missing == 0 and extra == 0, {"missing": missing, "without_run": extra}
 
 
 # The manifests a digest check reads: those the latest publication wrote (a random WRITTEN_SAMPLE of them
@@ -104,39 +135,32 @@ def recompute_digests(con, sample: int | None = DIGEST_SAMPLE) -> tuple[list[str
     return bad, checked
 
 
-@dg.asset_check(asset=RUN_MANIFESTS, name=DIGESTS_RECOMPUTE)
-def digests_recompute(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(RUN_MANIFESTS, DIGESTS_RECOMPUTE)
+def digests_recompute(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Run, protocol and environment digests recompute from the manifests' canonical JSON: the manifests
     the latest publication wrote (every one up to 1,000, a random 1,000 beyond), and a stretch of the others."""
-    with warehouse.warehouse().reader(bounded=True) as con:
-        bad, checked = recompute_digests(con)
-    return dg.AssetCheckResult(passed=not bad, metadata={"mismatches": len(bad), "checked": checked,
-                                                         "examples": ", ".join(bad[:5])})
+    bad, checked = recompute_digests(con)
+    return not bad, {"mismatches": len(bad), "checked": checked, "examples": ", ".join(bad[:5])}
 
 
-@dg.asset_check(asset=RUNS, name=QUARANTINE_RATE)
-def quarantine_rate(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(RUNS, QUARANTINE_RATE, severity=dg.AssetCheckSeverity.WARN)
+def quarantine_rate(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Warn when more than 2% of upstream rows were quarantined."""
-    with warehouse.warehouse().reader(bounded=True) as con:
-        quarantined, accepted = con.execute(
-            "SELECT (SELECT count(*) FROM snapshot_quarantine), (SELECT count(*) FROM observations)").fetchone()
-        reasons = con.execute("SELECT reason, count(*) FROM quarantine GROUP BY 1 ORDER BY 2 DESC LIMIT 5").fetchall()
+    quarantined, accepted = con.execute(
+        "SELECT (SELECT count(*) FROM snapshot_quarantine), (SELECT count(*) FROM observations)").fetchone()
+    reasons = con.execute("SELECT reason, count(*) FROM quarantine GROUP BY 1 ORDER BY 2 DESC LIMIT 5").fetchall()
     total = quarantined + accepted
     rate = quarantined / total if total else 0.0
-    return dg.AssetCheckResult(
-        passed=rate <= QUARANTINE_RATE_LIMIT, severity=dg.AssetCheckSeverity.WARN,
-        metadata={"rate": round(rate, 6), "quarantined": quarantined,
-                  "top_reasons": dg.MetadataValue.md("\n".join(f"- {n} × {r}" for r, n in reasons) or "none")},
-    )
+    return rate <= QUARANTINE_RATE_LIMIT, {
+        "rate": round(rate, 6), "quarantined": quarantined,
+        "top_reasons": dg.MetadataValue.md("\n".join(f"- {n} × {r}" for r, n in reasons) or "none")}
 
 
-@dg.asset_check(asset=RUNS, name=UNKNOWN_KERNELS)
-def unknown_kernels(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(RUNS, UNKNOWN_KERNELS, severity=dg.AssetCheckSeverity.WARN)
+def unknown_kernels(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Warn on kernels that ingested with a generic workload because `kernels/` does not know them."""
-    with warehouse.warehouse().reader(bounded=True) as con:
-        names = [k for (k,) in con.execute("SELECT DISTINCT kernel FROM runs WHERE NOT known_kernel ORDER BY 1").fetchall()]
-    return dg.AssetCheckResult(passed=not names, severity=dg.AssetCheckSeverity.WARN,
-                               metadata={"unknown_kernels": ", ".join(names) or "none"})
+    names = [k for (k,) in con.execute("SELECT DISTINCT kernel FROM runs WHERE NOT known_kernel ORDER BY 1").fetchall()]
+    return not names, {"unknown_kernels": ", ".join(names) or "none"}
 
 
 CHECKS = [unique_run_ids, no_orphan_ranks, every_run_has_manifest, digests_recompute, quarantine_rate, unknown_kernels]

@@ -3,10 +3,12 @@ when `warehouse_tables` publishes them, and the checks on the rules the verdicts
 
 import dagster as dg
 
+import duckdb
+
 from kernelindex_pipeline.verdicts import rule
+from kernelindex_pipeline.defs.checks import warehouse_check
 from kernelindex_pipeline.defs.keys import CLAIM_CHECKS
 from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata
-from kernelindex_pipeline.defs.resources import WarehouseResource
 from kernelindex_pipeline.verdicts.history import CLAIM
 from kernelindex_pipeline.warehouse.sql import table_columns
 
@@ -130,42 +132,41 @@ ORDER BY ALL
 """
 
 
-@dg.asset_check(asset=CLAIM_CHECKS, name=LABELS_MATCH_INTERVALS)
-def verdict_labels_match_intervals(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(CLAIM_CHECKS, LABELS_MATCH_INTERVALS)
+def verdict_labels_match_intervals(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Every held, reversed or indistinguishable verdict is the one its rerun interval, spreads and sample
     counts give under the published thresholds (`verdicts.Thresholds`)."""
     t = rule.DEFAULT_THRESHOLDS
     params = {"parity": t.parity, "spread": t.max_relative_spread, "min_samples": t.min_samples}
-    with warehouse.warehouse().reader(bounded=True) as con:
-        (count,) = con.execute(f"SELECT count(*) FROM ({MISLABELLED_SQL})", params).fetchone()
-        examples = markdown_table(con, MISLABELLED_SQL, limit=5, params=params) if count else "none"
-    return dg.AssetCheckResult(passed=count == 0, metadata={"mislabelled": int(count),
-                                                            "examples": dg.MetadataValue.md(examples)})
+    (count,) = con.execute(f"SELECT count(*) FROM ({MISLABELLED_SQL})", params).fetchone()
+    examples = markdown_table(con, MISLABELLED_SQL, limit=5, params=params) if count else "none"
+    return count == 0, {"mislabelled": int(count), "examples": dg.MetadataValue.md(examples)}
 
 
-@dg.asset_check(asset=CLAIM_CHECKS, name=NO_FALLEN_BACK_PROVIDER)
-def no_verdict_on_a_fallen_back_provider(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(CLAIM_CHECKS, NO_FALLEN_BACK_PROVIDER)
+def no_verdict_on_a_fallen_back_provider(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """No verdict rests on a rerun that did not pass as the provider it names: both reruns of every decided
     claim passed correctness and ran, and none carries the fell-back code."""
-    with warehouse.warehouse().reader(bounded=True) as con:
-        coded = (f" OR c.{REASON_CODE} = '{FELL_BACK}'" if _has_column(con, "claim_checks", REASON_CODE) else "")
-        (count,) = con.execute(f"""
-            SELECT count(*) FROM claim_checks c
-            WHERE c.verdict <> '{rule.NOT_RECHECKED}' AND (
-                (SELECT count(*) FROM controlled_runs r WHERE r.run_id IN (c.rerun_a_run_id, c.rerun_b_run_id)
-                 AND r.status = 'passed') < 2{coded})""").fetchone()
-    return dg.AssetCheckResult(passed=count == 0, metadata={"verdicts_on_a_provider_that_did_not_run_as_named": int(count)})
+    coded = (f" OR c.{REASON_CODE} = '{FELL_BACK}'" if _has_column(con, "claim_checks", REASON_CODE) else "")
+    (count,) = con.execute(f"""
+        WITH passed AS (SELECT run_id FROM controlled_runs WHERE status = 'passed')
+        SELECT count(*) FROM claim_checks c
+            LEFT JOIN passed a ON a.run_id = c.rerun_a_run_id LEFT JOIN passed b ON b.run_id = c.rerun_b_run_id
+        WHERE c.verdict <> '{rule.NOT_RECHECKED}'
+          AND (a.run_id IS NULL OR b.run_id IS NULL OR c.rerun_a_run_id = c.rerun_b_run_id{coded})""").fetchone()
+    return count == 0, {"verdicts_on_a_provider_that_did_not_run_as_named": int(count)}
 
 
-@dg.asset_check(asset=CLAIM_CHECKS, name=EVERY_UNCHECKED_CLAIM_SAYS_WHY)
-def every_unchecked_claim_has_a_reason_code(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+@warehouse_check(CLAIM_CHECKS, EVERY_UNCHECKED_CLAIM_SAYS_WHY)
+def every_unchecked_claim_has_a_reason_code(con: duckdb.DuckDBPyConnection) -> tuple[bool, dict]:
     """Every claim not re-checked says why: its reason code (or, in a home without codes, its reason)."""
-    with warehouse.warehouse().reader(bounded=True) as con:
-        column = REASON_CODE if _has_column(con, "claim_checks", REASON_CODE) else "reason"
-        rows = con.execute(f"SELECT kernel, protocol, count(*) FROM claim_checks WHERE verdict = ? "
-                           f"AND coalesce({column}, '') = '' GROUP BY ALL ORDER BY 3 DESC",
-                           [rule.NOT_RECHECKED]).fetchall()
+    column = REASON_CODE if _has_column(con, "claim_checks", REASON_CODE) else "reason"
+    rows = con.execute(f"SELECT kernel, protocol, count(*) FROM claim_checks WHERE verdict = ? "
+                       f"AND coalesce({column}, '') = '' GROUP BY ALL ORDER BY 3 DESC",
+                       [rule.NOT_RECHECKED]).fetchall()
     missing = sum(n for *_, n in rows)
-    return dg.AssetCheckResult(passed=missing == 0, metadata={
-        "column": column, "without_reason": int(missing),
-        "by_kernel": ", ".join(f"{k} ({p}): {n}" for k, p, n in rows[:10]) or "none"})
+    return missing == 0, {"column": column, "without_reason": int(missing),
+                          "by_kernel": ", ".join(f"{k} ({p}): {n}" for k, p, n in rows[:10]) or "none"}
+
+
+CHECKS = [verdict_labels_match_intervals, no_verdict_on_a_fallen_back_provider, every_unchecked_claim_has_a_reason_code]

@@ -1,9 +1,8 @@
-"""The warehouse tables, published together: one step builds the next generation and makes it live."""
-
-
+"""The warehouse tables, published together: one step builds the next generation, makes it live and checks it."""
 
 import dagster as dg
 
+from kernelindex_pipeline.defs import checks, verdict_reports
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.metadata import markdown_table, table_metadata, views_metadata
 from kernelindex_pipeline.defs.resources import WarehouseResource
@@ -44,8 +43,7 @@ RANK_LEADERS_SQL = """
 SELECT kernel, operation_mode AS mode, workload_slug AS workload, gpu, first_implementation AS leader,
     margin, confidence FROM rank_confidence ORDER BY group_size DESC, margin DESC
 """
-
-
+CHECKS = [*checks.CHECKS, *verdict_reports.CHECKS]
 
 
 def _specs() -> list[dg.AssetSpec]:
@@ -119,10 +117,12 @@ def _specs() -> list[dg.AssetSpec]:
     ]
 
 
-@dg.multi_asset(specs=_specs(), can_subset=False, pool="warehouse", name="warehouse_tables")
+@dg.multi_asset(specs=_specs(), check_specs=[c.spec for c in CHECKS], can_subset=False, pool="warehouse",
+                name="warehouse_tables")
 def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseResource):
     """Publishes every landed revision and the committed evidence as the warehouse's next generation:
-    all of these tables (and their Parquet copies) change together, or, on any failure, none does."""
+    all of these tables (and their Parquet copies) change together, or, on any failure, none does. Then
+    checks the live generation (`checks.CHECKS`, `verdict_reports.CHECKS`)."""
     wh = warehouse.warehouse()
     done = steps.publish(wh, warehouse.evidence_path(), warehouse.attestations_path())
     if not done.published:
@@ -155,6 +155,8 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
             con, "quarantine", "SELECT reason, count(*) AS rows FROM quarantine GROUP BY reason ORDER BY rows DESC"))
         yield dg.MaterializeResult(asset_key=VERDICT_HISTORY, metadata=table_metadata(con, "verdict_history"))
         yield dg.MaterializeResult(asset_key=ANALYST_VIEWS, metadata=views_metadata(con))
+        for check in CHECKS:
+            yield check(con)
 
 
 def _observations(con, done: steps.Publication) -> dg.MaterializeResult:
