@@ -134,7 +134,8 @@ def warehouse_tables(context: dg.AssetExecutionContext, warehouse: WarehouseReso
         yield _observations(con, done)
         yield dg.MaterializeResult(asset_key=CONTROLLED_EVIDENCE, metadata={
             **table_metadata(con, "controlled_runs", "SELECT title, status, median_value, unit FROM controlled_runs"),
-            "refused_records": done.evidence.details.get("refused", 0)})
+            "refused_records": done.evidence.details.get("refused", 0),
+            "files_read": done.evidence.details.get("read", 0)})
         yield dg.MaterializeResult(asset_key=RUNS, metadata={
             **table_metadata(con, "runs", "SELECT title, gpu, workload_slug, median_value, unit FROM runs "
                                           "ORDER BY observed_at DESC"),

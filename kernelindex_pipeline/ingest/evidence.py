@@ -122,10 +122,10 @@ def _samples(value) -> list[float] | None:
     return [float(v) for v in value]
 
 
-def load_evidence(directory: Path) -> Iterator[EvidenceFile]:
-    """Every evidence file in name order, one at a time (so memory follows the largest file); a run id
-    listed twice keeps its last record."""
-    for path in sorted(Path(directory).glob("*.jsonl.gz")):
+def load_evidence(paths: list[Path]) -> Iterator[EvidenceFile]:
+    """Each evidence file in turn (so memory follows the largest file); a run id listed twice in a file
+    keeps its last record."""
+    for path in paths:
         found = EvidenceFile()
         try:
             records = read_records(path)

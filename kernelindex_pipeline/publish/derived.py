@@ -39,16 +39,18 @@ class StepResult:
 
 
 def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence_changed: bool,
-               everything: bool) -> int:
+               everything: bool, evidence_kernels: Sequence[str] | None = None) -> int:
     """Name what this publication can change, as temporary tables the derived queries read:
 
     - `scope_revisions`: the revisions (and reference files) published now;
     - `scope_runs`: the runs they list, the runs the previous newest listing of each stream they touch
-      listed (their withdrawal may change), and every controlled run when the evidence changed;
-    - `scope_groups`: the comparison groups of those runs (`update_runs` adds the groups of new runs), or
-      every group when the evidence changed.
+      listed (their withdrawal may change), and the controlled runs when the evidence changed;
+    - `scope_groups`: the comparison groups of those runs (`update_runs` adds the groups of new runs), and,
+      when the evidence changed, every group.
 
-    With `everything` (an empty home, or one whose derived tables were built another way) the scope is all
+    Evidence that only added files (`evidence_kernels` given) puts in scope the controlled runs they hold
+    (`c_loaded`) and the groups of the kernels it can settle a claim of, not all of history. With
+    `everything` (an empty home, or one whose derived tables were built another way) the scope is all
     of history. Returns the number of runs in scope."""
     if everything:
         con.execute("CREATE OR REPLACE TEMP TABLE scope_revisions AS "
@@ -56,6 +58,8 @@ def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE scope_revisions AS SELECT unnest(?::VARCHAR[]) AS revision_key",
                     [list(new_keys)])
+    added = evidence_kernels is not None and evidence_changed and not everything
+    reload = (evidence_changed or everything) and not added
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE scope_runs AS
         WITH touched AS (
@@ -72,11 +76,13 @@ def mark_scope(con: duckdb.DuckDBPyConnection, new_keys: Sequence[str], evidence
            OR revision_key IN (SELECT revision_key FROM previous_newest)
         UNION SELECT run_id FROM controlled_runs WHERE $reload
         UNION SELECT run_id FROM runs WHERE $reload AND evidence_level = '{catalog.CONTROLLED}'
-        UNION SELECT run_id FROM runs WHERE $everything""",
-                {"reload": evidence_changed or everything, "everything": everything})
-    # Changed evidence can settle any source claim (verdicts/claims.py), so it puts every group in scope.
+        {"UNION SELECT run_id FROM c_loaded" if added else ""}
+        UNION SELECT run_id FROM runs WHERE $everything""", {"reload": reload, "everything": everything})
+    # Changed evidence can settle any source claim of its kernels (verdicts/claims.py), and widens the
+    # intervals of the kernels whose spread between sessions it moves: it puts their groups in scope.
     con.execute("CREATE OR REPLACE TEMP TABLE scope_groups AS SELECT DISTINCT comparison_key FROM runs "
-                "WHERE run_id IN (SELECT run_id FROM scope_runs) OR $reload", {"reload": evidence_changed or everything})
+                "WHERE run_id IN (SELECT run_id FROM scope_runs) OR $reload OR list_contains($kernels, kernel)",
+                {"reload": reload, "kernels": list(evidence_kernels or [])})
     [(count,)] = con.execute("SELECT count(*) FROM scope_runs").fetchall()
     return count
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 from kernelindex_pipeline.core import catalog
 
 from kernelindex_pipeline.ingest import evidence
+from kernelindex_pipeline.verdicts import claims
 from kernelindex_pipeline.publish.audit import audit
 from kernelindex_pipeline.publish.derived import (
     StepResult,
@@ -191,9 +192,13 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
         references = record_references(con, wh, wh.landed_references())
         fingerprint = files_fingerprint(evidence_files(evidence_dir))
         evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint
+        evidence_kernels = None
         if evidence_changed:
-            loaded = load_controlled_evidence(con, evidence_dir)
+            spread = claims.session_spread(con)
+            loaded = load_controlled_evidence(con, evidence_dir, everything)
             _set_state(con, EVIDENCE_KEY, fingerprint)
+            if not loaded.details["reload"]:
+                evidence_kernels = claims.kernels_to_recheck(con, spread)
         else:
             loaded = StepResult(0, False, {"refused": 0, "files": 0})
         attested = files_fingerprint(attestation_files(attestations_dir))
@@ -205,7 +210,8 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
         staging.changed |= bool(snapshots.changed or references or evidence_changed or attestations_changed
                                 or everything)
         if staging.changed:
-            in_scope = mark_scope(con, snapshots.details["keys"] + references, evidence_changed, everything)
+            in_scope = mark_scope(con, snapshots.details["keys"] + references, evidence_changed, everything,
+                                  evidence_kernels)
             runs = update_runs(con, wh)
             runs.details["in_scope"] = in_scope
             manifests = update_manifests(con)
@@ -328,50 +334,74 @@ _WORKLOAD_ROWS = pa.schema([("workload_digest", pa.string()), ("kernel", pa.stri
                             ("definition", pa.string()), ("shapes_known", pa.bool_()), ("digest_v1alpha1", pa.string())])
 
 
-def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path) -> StepResult:
+def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path, everything: bool = False) -> StepResult:
     """Controlled runs from committed rerun records, with their protocols, environments and workloads; and
-    each evidence file's sha256 (`evidence_files`, what a verdict statement cites)."""
+    each evidence file's sha256 (`evidence_files`, what a verdict statement cites).
+
+    Evidence files are committed once and then only added to: a publication reads the files it has not
+    read before, and every file again only where one it read was edited or removed (or with `everything`).
+    Files are taken in name order: a run id in several files keeps its record in the last."""
     files = sorted(Path(evidence_dir).glob("*.jsonl.gz"))
+    digests = {p.name: sha256_of(p) for p in files}
+    read = dict(con.execute("SELECT file, sha256 FROM evidence_files").fetchall())
+    reload = everything or any(digests.get(name) != sha for name, sha in read.items())
+    new = files if reload else [p for p in files if p.name not in read]
+    if reload:
+        con.execute("DELETE FROM controlled_runs")
+        con.execute("DELETE FROM evidence_quarantine")
     con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
-    protocols, environments, workloads, refused = {}, {}, {}, []
-    for found in evidence.load_evidence(evidence_dir):
+    protocols, environments, workloads = {}, {}, {}
+    for found in evidence.load_evidence(new):
         if found.runs:
             with registered(con, c_file=pa.Table.from_pylist(found.runs)):
                 con.execute("DELETE FROM c_new WHERE run_id IN (SELECT run_id FROM c_file)")
-                con.execute("INSERT INTO c_new BY NAME SELECT * FROM c_file")
+                # What the claims read of each record, read out of its JSON once here rather than at every publication.
+                con.execute("""
+                    INSERT INTO c_new BY NAME
+                    SELECT *, record->>'compile' IS NOT NULL AS compile_recorded, TRY_CAST(
+                        record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs'
+                        AS DOUBLE) AS launch_floor_ns
+                    FROM (SELECT * REPLACE (record::JSON AS record) FROM c_file)""")
+        if found.refused:
+            refused = pa.Table.from_pylist(
+                [{**r, "source_revision": None, "revision_key": f"evidence/{r['source']}"} for r in found.refused],
+                schema=QUARANTINE_SCHEMA)
+            with registered(con, r_file=refused):
+                con.execute("INSERT INTO evidence_quarantine BY NAME SELECT * FROM r_file")
         protocols.update(found.protocols)
         environments.update(found.environments)
         workloads.update(found.workloads)
-        refused += found.refused
-    # What the claims read of each record, read out of its JSON once here rather than at every publication.
-    con.execute("""
-        UPDATE c_new SET compile_recorded = record->>'compile' IS NOT NULL, launch_floor_ns =
-            TRY_CAST(record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs' AS DOUBLE)""")
-    src_protocols, src_environments, implementations = _reference_rows()
-    tables = {
-        "protocols": _manifest_table(src_protocols + list(protocols.values()), "protocol_digest", "name",
-                                     lambda m: m["metadata"]["name"]),
-        "environments": _manifest_table(src_environments + list(environments.values()), "environment_digest", "name",
-                                        lambda m: m["metadata"]["name"]),
-        "implementations": _manifest_table(implementations, "implementation_digest", "provider",
-                                           lambda m: m["spec"]["provider"]),
-    }
-    changed = False
+    con.execute("DELETE FROM controlled_runs USING c_new WHERE controlled_runs.run_id = c_new.run_id "
+                "AND controlled_runs.evidence_file < c_new.evidence_file")
+    con.execute("INSERT INTO controlled_runs SELECT * FROM c_new "
+                "WHERE run_id NOT IN (SELECT run_id FROM controlled_runs)")  # else a later file's record stands
+    con.execute("CREATE OR REPLACE TEMP TABLE c_loaded AS SELECT run_id, kernel FROM c_new")
+    con.execute("DROP TABLE c_new")
+    changed = bool(new) or reload
+    if reload:
+        src_protocols, src_environments, implementations = _reference_rows()
+        protocols.update((p.digest, p) for p in src_protocols)
+        environments.update((e.digest, e) for e in src_environments)
+        tables = {"implementations": _manifest_table(implementations, "implementation_digest", "provider",
+                                                     lambda m: m["spec"]["provider"])}
+    else:
+        tables = {}
+    tables["protocols"] = _manifest_table(list(protocols.values()), "protocol_digest", "name",
+                                          lambda m: m["metadata"]["name"])
+    tables["environments"] = _manifest_table(list(environments.values()), "environment_digest", "name",
+                                             lambda m: m["metadata"]["name"])
     for name, table in tables.items():
         with registered(con, **{f"{name}_new": table}):
-            changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
-    changed |= replace_if_changed(con, "controlled_runs", "SELECT * FROM c_new")
-    files_table = pa.table({"file": [p.name for p in files], "sha256": [sha256_of(p) for p in files]},
+            if reload:
+                changed |= replace_if_changed(con, name, f"SELECT * FROM {name}_new")
+            else:  # a new file's protocols and environments join the others
+                key = table.column_names[0]
+                con.execute(f"INSERT INTO {name} SELECT * FROM {name}_new WHERE {key} NOT IN (SELECT {key} FROM {name})")
+    files_table = pa.table({"file": list(digests), "sha256": list(digests.values())},
                            schema=pa.schema([("file", pa.string()), ("sha256", pa.string())]))
     with registered(con, f_new=files_table):
         changed |= replace_if_changed(con, "evidence_files", "SELECT * FROM f_new ORDER BY file")
-    [(loaded,)] = con.execute("SELECT count(*) FROM c_new").fetchall()
-    con.execute("DROP TABLE c_new")
-    refused_table = pa.Table.from_pylist(
-        [{**r, "source_revision": None, "revision_key": f"evidence/{r['source']}"} for r in refused],
-        schema=QUARANTINE_SCHEMA)
-    with registered(con, r_new=refused_table):
-        changed |= replace_if_changed(con, "evidence_quarantine", "SELECT * FROM r_new")
+    [(loaded,)] = con.execute("SELECT count(*) FROM controlled_runs").fetchall()
     if workloads:
         workload_rows = pa.Table.from_pylist([
             {"workload_digest": w["workload_digest"], "kernel": w["definition"]["spec"]["kernel"],
@@ -381,4 +411,5 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path)
         with registered(con, w_new=workload_rows):
             con.execute("INSERT INTO workloads BY NAME SELECT * FROM w_new "
                         "WHERE workload_digest NOT IN (SELECT workload_digest FROM workloads)")
-    return StepResult(loaded, changed, {"refused": len(refused), "files": len(files)})
+    [(refused,)] = con.execute("SELECT count(*) FROM evidence_quarantine").fetchall()
+    return StepResult(loaded, changed, {"refused": refused, "files": len(files), "read": len(new), "reload": reload})

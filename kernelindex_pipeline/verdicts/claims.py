@@ -396,6 +396,21 @@ def session_spread(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str
         f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
 
 
+def kernels_to_recheck(con: duckdb.DuckDBPyConnection, spread_before: dict[tuple[str | None, str], float]) -> list[str]:
+    """The kernels whose claims the evidence just added (`c_loaded`) can change: the kernels of its runs, those
+    whose spread between sessions it moved (`spread_before`: `session_spread` before it), and, where it moved a
+    protocol's spread over all kernels, the kernels that take that one for want of their own."""
+    after = session_spread(con)
+    kernels = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM c_loaded").fetchall()}
+    moved = {key for key in spread_before.keys() | after.keys() if spread_before.get(key) != after.get(key)}
+    kernels |= {kernel for kernel, _ in moved if kernel is not None}
+    rerun = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM controlled_runs").fetchall()}
+    for kernel, protocol in moved:
+        if kernel is None:
+            kernels |= rerun - {k for k, p in after if p == protocol}
+    return sorted(kernels)
+
+
 def _samples_of(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, list[float]]:
     """The per-repetition samples of controlled runs, by run id."""
     with registered(con, _sampled=pa.table({"run_id": pa.array(sorted(run_ids), pa.string())})):
