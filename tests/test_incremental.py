@@ -4,9 +4,14 @@ follows what each publication adds (`steps.mark_scope`), and Parquet parts that 
 import shutil
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import pytest
 
+from conftest import ingest, main_rows, published_state, query, write_snapshot_dir
+from kernelindex_pipeline.defs.keys import CLAIM_CHECKS, CONTROLLED_EVIDENCE
+from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
+from kernelindex_pipeline.warehouse.sql import rows_checksum
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.warehouse import CHANGED_GROUPS
 from kernelindex_pipeline.defs.resources import SHIPPED_GH_PAGES, SHIPPED_UPSTREAM
@@ -127,3 +132,58 @@ def test_a_nightly_links_the_parquet_parts_it_did_not_change(builds, tmp_path, e
     after = {p.name: p.stat().st_ino for p in (wh.tables_dir / "manifests").iterdir()}
     assert set(before) < set(after)  # one part more, for the new runs' manifests
     assert all(after[name] == inode for name, inode in before.items())  # the others are the same files
+
+
+# Evidence added to evidence: the new files read alone, only their kernels' claims re-checked.
+FIRST_SESSIONS = ("h200-2026-12-02", "h100-2026-12-06-74c35547a4b8-own-card-7", "h100-2026-12-06-74c35547a4b8-liger-0.7.0")
+LATER_SESSIONS = ("h100-2026-12-06-b175f195cb62-replication", "h200-2026-12-03-norms")
+
+
+def _evidence(folder, names):
+    folder.mkdir()
+    for name in names:
+        shutil.copy(SHIPPED_EVIDENCE / f"{name}.jsonl.gz", folder)
+    return folder
+
+
+def _state(home) -> dict[str, str]:
+    """`published_state`, less what records the publications themselves: which publication listed each
+    snapshot, what the latest one changed, and the verdicts claims held before (only the current ones)."""
+    state = published_state(home)
+    del state["table:publication_changes"]
+    with Warehouse(home).reader() as con:
+        state["table:snapshots"] = rows_checksum(con, "(SELECT * EXCLUDE (publication) FROM snapshots)")
+        state["table:verdict_history"] = rows_checksum(
+            con, "(SELECT * EXCLUDE (since, until) FROM verdict_history WHERE until IS NULL)")
+    return state
+
+
+def _latest(home, key: dg.AssetKey) -> dict:
+    instance = dg.DagsterInstance.from_config(str((home / "dagster").resolve()))
+    event = instance.get_latest_materialization_event(key)
+    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+def test_publishing_evidence_then_a_revision_equals_one_build_of_both(tmp_path):
+    rows = main_rows()[-2:]
+    source = write_snapshot_dir(tmp_path / "source", rows[:1])
+    first = _evidence(tmp_path / "first", FIRST_SESSIONS)
+    every = _evidence(tmp_path / "every", FIRST_SESSIONS + LATER_SESSIONS)
+
+    home = tmp_path / "home"
+    ingest(home, source, KERNELINDEX_EVIDENCE=str(first))
+    [(claims,)] = query(home, "SELECT count(*) FROM claim_checks")
+    ingest(home, source, KERNELINDEX_EVIDENCE=str(every))
+    assert _latest(home, CONTROLLED_EVIDENCE)["files_read"] == len(LATER_SESSIONS)
+    rechecked = _latest(home, CLAIM_CHECKS)["rechecked"]
+    assert 0 < rechecked < claims  # the claims of the kernels the new sessions measured, not every claim
+    evidence_at_once = tmp_path / "evidence-at-once"
+    ingest(evidence_at_once, source, KERNELINDEX_EVIDENCE=str(every))
+    assert _state(home) == _state(evidence_at_once)
+
+    shutil.rmtree(source)
+    write_snapshot_dir(source, rows)
+    ingest(home, source, KERNELINDEX_EVIDENCE=str(every))
+    rebuilt = tmp_path / "rebuilt"
+    ingest(rebuilt, source, KERNELINDEX_EVIDENCE=str(every))
+    assert _state(home) == _state(rebuilt)

@@ -192,13 +192,13 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
         references = record_references(con, wh, wh.landed_references())
         fingerprint = files_fingerprint(evidence_files(evidence_dir))
         evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint
-        evidence_kernels = None
+        evidence_kernels = None  # every claim's
         if evidence_changed:
-            spread = claims.session_spread(con)
+            before = claims.EvidenceState.read(con)
             loaded = load_controlled_evidence(con, evidence_dir, everything)
             _set_state(con, EVIDENCE_KEY, fingerprint)
             if not loaded.details["reload"]:
-                evidence_kernels = claims.kernels_to_recheck(con, spread)
+                evidence_kernels = claims.kernels_to_recheck(con, before)
         else:
             loaded = StepResult(0, False, {"refused": 0, "files": 0})
         attested = files_fingerprint(attestation_files(attestations_dir))

@@ -2,7 +2,7 @@
 -- sessions its verdict pools, and how many samples each side of the batch kept (the samples themselves are read
 -- only where they are needed). Reruns count only at the claim's `rerun_release` of Liger-Kernel: the release
 -- placeholder, an expression over a claim row `cl` (the newest release the reruns used, or the claim's own).
--- Filled in by claims._checked_claims (str.format): release, claim_filter, protocols, other_dtype_reruns, compiled,
+-- Filled in by claims._checked_claims (str.format): release, current_release, claim_filter, protocols, other_dtype_reruns, compiled,
 -- gpu_a, source_native, cards, card_matches.
 --
 -- A claim is checked on its own card first (`card_match`): reruns on the source's card model and form factor
@@ -12,9 +12,7 @@ WITH source AS (
     SELECT r.*, k.rank FROM ranks k JOIN runs r USING (run_id)
     WHERE r.evidence_level = '{source_native}' AND k.comparison_key IN (SELECT comparison_key FROM scope_groups)
 ), current_release AS (
-    SELECT arg_max(liger_version, list_transform(string_split(liger_version, '.'), lambda x: TRY_CAST(x AS INTEGER)))
-        AS release
-    FROM controlled_runs
+    {current_release}
 ), claims AS (
     SELECT a.comparison_key, a.kernel, a.operation_mode, a.metric, a.workload_slug, a.workload_digest,
         {gpu_a} AS source_gpu, a.gpu AS source_model, a.form_factor AS source_form_factor,

@@ -15,6 +15,7 @@ widening a single one, the checks at the source's own release) read the rows of 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
@@ -282,7 +283,8 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
         return []
     compiled = catalog.compiled_sql("c.kernel", "c.provider")
     rows = records(con, load_sql(__file__, "candidates.sql").format(
-        protocols=catalog.PROTOCOLS_VALUES, compiled=compiled, release=release, other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
+        protocols=catalog.PROTOCOLS_VALUES, compiled=compiled, release=release, current_release=CURRENT_RELEASE_SQL,
+        other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
         claim_filter=claim_filter, gpu_a=catalog.gpu_label_sql("a"), source_native=catalog.SOURCE_NATIVE,
         cards=catalog.CARDS_VALUES, card_matches=list(catalog.CARD_MATCHES)))
     known = _known_intervals(con, rows) if reuse_intervals else {}
@@ -396,18 +398,43 @@ def session_spread(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str
         f"SELECT kernel, protocol, between_session_sd FROM ({SESSION_SPREAD_SQL})").fetchall()}
 
 
-def kernels_to_recheck(con: duckdb.DuckDBPyConnection, spread_before: dict[tuple[str | None, str], float]) -> list[str]:
-    """The kernels whose claims the evidence just added (`c_loaded`) can change: the kernels of its runs, those
-    whose spread between sessions it moved (`spread_before`: `session_spread` before it), and, where it moved a
-    protocol's spread over all kernels, the kernels that take that one for want of their own."""
-    after = session_spread(con)
+# The newest Liger-Kernel release any rerun used: the release `claim_checks` re-checks every claim at.
+CURRENT_RELEASE_SQL = """
+SELECT arg_max(liger_version, list_transform(string_split(liger_version, '.'), lambda x: TRY_CAST(x AS INTEGER)))
+    AS release
+FROM controlled_runs
+"""
+
+
+@dataclass(frozen=True)
+class EvidenceState:
+    """What every claim's check reads of all the evidence, not only of its own kernel's reruns."""
+
+    spread: dict[tuple[str | None, str], float]
+    release: str | None
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection) -> "EvidenceState":
+        [(release,)] = con.execute(CURRENT_RELEASE_SQL).fetchall()
+        return cls(session_spread(con), release)
+
+
+def kernels_to_recheck(con: duckdb.DuckDBPyConnection, before: EvidenceState) -> list[str] | None:
+    """The kernels whose claims the evidence just added (`c_loaded`) can change, `before` being what the
+    evidence read before it: the kernels of its runs, those whose spread between sessions it moved, and, where
+    it moved a protocol's spread over all kernels, the kernels that take that one for want of their own. None
+    (every claim) where it moved the release claims are re-checked at."""
+    after = EvidenceState.read(con)
+    if after.release != before.release:
+        return None
     kernels = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM c_loaded").fetchall()}
-    moved = {key for key in spread_before.keys() | after.keys() if spread_before.get(key) != after.get(key)}
+    moved = {key for key in before.spread.keys() | after.spread.keys()
+             if before.spread.get(key) != after.spread.get(key)}
     kernels |= {kernel for kernel, _ in moved if kernel is not None}
     rerun = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM controlled_runs").fetchall()}
     for kernel, protocol in moved:
         if kernel is None:
-            kernels |= rerun - {k for k, p in after if p == protocol}
+            kernels |= rerun - {k for k, p in after.spread if p == protocol}
     return sorted(kernels)
 
 
