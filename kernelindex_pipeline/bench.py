@@ -10,6 +10,8 @@ history repeated N times (each copy earlier in time, under new commits and run i
 (d) the DuckDB file after the nightlies against a fresh build of the same revisions;
 (e) normalization throughput on a synthetic CSV of R rows built from real rows;
 (f) with `--export`, `kernelindex export --format html` of the fresh build, and again over its own output;
+(g) after the nightlies, an ingest that finds one new rerun session: the last evidence file again, under a
+    later name (its records replace the same runs');
 and the peak RSS of each command (its processes together).
 """
 
@@ -138,11 +140,13 @@ def _tree_rss_kib(pid: int) -> int:
     return total
 
 
-def _cli(home: Path, sources: list[Path], *args: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one `kernelindex` command in a fresh process. The peak is the larger
-    of the process's own and its process tree's summed RSS, sampled every 20 ms (an export renders in
-    worker processes)."""
+def _cli(home: Path, sources: list[Path], *args: str, evidence: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one `kernelindex` command in a fresh process (`evidence`: its evidence
+    folder, else the shipped one). The peak is the larger of the process's own and its process tree's summed
+    RSS, sampled every 20 ms (an export renders in worker processes)."""
     env = {**os.environ, "KERNELINDEX_HOME": str(home), "KERNELINDEX_SOURCES": ",".join(map(str, sources))}
+    if evidence is not None:
+        env["KERNELINDEX_EVIDENCE"] = str(evidence)
     env.pop("DAGSTER_HOME", None)
     code = ("import resource, sys; from kernelindex_pipeline.cli import exit_now, main; rc = main(sys.argv[1:]); "
             "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); exit_now(rc)")
@@ -222,6 +226,7 @@ def measure_history(copies: int, nightlies: int, export: bool = False) -> dict:
             rss.append(mb)
         results.update(nightly_s=times, nightly_median_s=statistics.median(times), nightly_rss_mb=max(rss),
                        db_after_nightlies_mb=_db_bytes(home) / 2**20)
+        results["evidence_s"], results["evidence_rss_mb"] = _new_session(home, sources, Path(tmp) / "evidence")
         fresh = Path(tmp) / "fresh"
         _cli(fresh, sources, "ingest")
         results["db_fresh_mb"] = _db_bytes(fresh) / 2**20
@@ -233,6 +238,18 @@ def measure_history(copies: int, nightlies: int, export: bool = False) -> dict:
             results["reexport_s"], results["reexport_rss_mb"] = _cli(fresh, sources, "export", "--format", "html",
                                                                      str(site))
     return results
+
+
+def _new_session(home: Path, sources: list[Path], folder: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of the ingest that finds one new evidence file beside the shipped ones."""
+    from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
+
+    folder.mkdir()
+    shipped = sorted(SHIPPED_EVIDENCE.glob("*.jsonl.gz"))
+    for path in shipped:
+        (folder / path.name).symlink_to(path)
+    (folder / "zz-bench-session.jsonl.gz").write_bytes(shipped[-1].read_bytes())
+    return _cli(home, sources, "ingest", evidence=folder)
 
 
 def normalize_file(path: Path, repeats: int = 3) -> dict:
@@ -274,6 +291,9 @@ def report(results: dict) -> str:
     ratio = results["db_after_nightlies_mb"] / results["db_fresh_mb"]
     lines.append(f"(d) DuckDB file after {len(results['nightly_s'])} nightlies   : {results['db_after_nightlies_mb']:.1f} MiB, "
                  f"a fresh build {results['db_fresh_mb']:.1f} MiB ({ratio:.2f}x)")
+    if "evidence_s" in results:
+        lines.append(f"(g) one new rerun session            : {results['evidence_s']:7.2f} s   peak RSS "
+                     f"{results['evidence_rss_mb']:.0f} MiB")
     if "export_s" in results:
         lines.append(f"(f) export --format html             : {results['export_s']:7.2f} s   peak RSS "
                      f"{results['export_rss_mb']:.0f} MiB, {results['export_files']:,} files, "
