@@ -49,6 +49,11 @@ def _workload(kernel: str, params: str, dtype: str | None, implied: str) -> dict
     return workload_definition(kernel, json.loads(params), dtype, json.loads(implied))
 
 
+@functools.lru_cache(maxsize=256)
+def _implementation_digest(provider: str) -> str:
+    return published(implementation_manifest(catalog.implementation(provider))).digest
+
+
 @functools.lru_cache(maxsize=1024)
 def _published_text(text: str) -> Published:
     """A protocol or environment as published, from its JSON: one per batch, not per record."""
@@ -90,7 +95,7 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         "observed_at": observed.replace(tzinfo=None), "evidence_level": catalog.CONTROLLED, "source": RERUN_SOURCE,
         "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol.digest,
         "workload_digest": workload["workload_digest"], "environment_digest": environment.digest,
-        "implementation_digest": published(implementation_manifest(impl)).digest, "evidence_file": evidence_file,
+        "implementation_digest": _implementation_digest(provider), "evidence_file": evidence_file,
         "record": line or json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
         "status_reason": record.get("reason"),
         "status_code": record.get("reason_code") or reasons.legacy_code(record["status"], record.get("reason")),
@@ -117,9 +122,9 @@ class EvidenceFile:
 
 def _samples(value) -> list[float] | None:
     """The per-repetition samples a claim check compares (None unless a list of numbers)."""
-    if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+    if not isinstance(value, list) or not set(map(type, value)) <= {int, float}:  # bool is not int here
         return None
-    return [float(v) for v in value]
+    return list(map(float, value))
 
 
 def load_evidence(paths: list[Path]) -> Iterator[EvidenceFile]:

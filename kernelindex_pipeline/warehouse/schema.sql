@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS controlled_runs (
     median_value BIGINT, p20_value BIGINT, p80_value BIGINT, gpu VARCHAR, form_factor VARCHAR, architecture VARCHAR,
     workload_slug VARCHAR, observed_at TIMESTAMP, evidence_level VARCHAR, source VARCHAR, status VARCHAR,
     comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
-    implementation_digest VARCHAR, evidence_file VARCHAR, record JSON, family VARCHAR, samples DOUBLE[],
+    implementation_digest VARCHAR, evidence_file VARCHAR, record JSON USING COMPRESSION zstd, family VARCHAR, samples DOUBLE[],
     status_reason VARCHAR, status_code VARCHAR, session VARCHAR, liger_version VARCHAR, tensor_dtype VARCHAR,
     compile_recorded BOOLEAN, launch_floor_ns DOUBLE);
 CREATE TABLE IF NOT EXISTS runs (
