@@ -24,6 +24,7 @@ from kernelindex_pipeline.warehouse.store import PARQUET_TABLES, Warehouse
 COMPARED = {"runs": "*", "manifests": "*", "ranks": "*", "quarantine": "*", "reproductions": "*",
             "claim_checks": "*", "observations": "*", "snapshot_quarantine": "*", "golden_commits": "*",
             "snapshots": "* EXCLUDE (publication)", "publications": "run_id, source", "listing_ranks": "*",
+            "listing_claim_checks": "*", "version_checks": "*",
             "(SELECT * FROM verdict_history WHERE until IS NULL)": "* EXCLUDE (since, until)"}
 
 

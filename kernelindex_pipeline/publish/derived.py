@@ -22,7 +22,7 @@ from kernelindex_pipeline.verdicts import claims
 from kernelindex_pipeline.ingest import csvfile, evidence
 from kernelindex_pipeline.ingest.attestations import load_attestations
 from kernelindex_pipeline.runs.history import CONFLICTS_SQL, DELETED, LISTED, REFUSED, RUNS_SQL, UNLISTED
-from kernelindex_pipeline.verdicts.listing_claims import listing_claim_checks
+from kernelindex_pipeline.verdicts.listing_claims import EVERY_RUN, listing_claim_checks
 from kernelindex_pipeline.runs.manifests import write_manifests
 from kernelindex_pipeline.runs.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORDS, seed_rows
 from kernelindex_pipeline.runs.ranking import RANKS_SQL, add_listing_ranks
@@ -243,7 +243,9 @@ def update_published_identifiers(con: duckdb.DuckDBPyConnection) -> bool:
 
 
 def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
-    """Ranks and reproductions of the comparison groups in scope; listing ranks of the runs in scope."""
+    """Ranks and reproductions of the comparison groups in scope; listing ranks of the runs in scope. The runs
+    ranked before stay in `_ranked_before` for the listing-time claims."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _ranked_before AS SELECT run_id FROM ranks WHERE {IN_SCOPE_GROUPS}")
     changed = replace_where(con, "ranks", IN_SCOPE_GROUPS, f"SELECT * FROM ({RANKS_SQL}) ORDER BY run_id",
                             key="comparison_key")
     group_runs = f"SELECT run_id FROM runs WHERE {IN_SCOPE_GROUPS}"
@@ -262,6 +264,16 @@ def update_ranks(con: duckdb.DuckDBPyConnection) -> StepResult:
 RANKS_CHANGED = "SELECT key FROM publication_changes WHERE table_name = 'ranks'"
 LISTINGS_CHANGED = (f"{RANKS_CHANGED} UNION SELECT comparison_key FROM runs "
                     "WHERE run_id IN (SELECT key FROM publication_changes WHERE table_name = 'listing_ranks')")
+
+
+# The source runs whose place in `ranks` this publication moved (`_ranked_before`: the runs ranked in the groups
+# in scope before it), and those it stamped a listing rank of.
+LISTINGS_MOVED = """
+SELECT * FROM ((SELECT run_id FROM _ranked_before EXCEPT SELECT run_id FROM ranks)
+    UNION (SELECT run_id FROM ranks WHERE comparison_key IN (SELECT comparison_key FROM scope_groups)
+           EXCEPT SELECT run_id FROM _ranked_before)
+    UNION SELECT key FROM publication_changes WHERE table_name = 'listing_ranks')
+"""
 
 
 @contextlib.contextmanager
@@ -295,9 +307,14 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True)
             changed |= replace_where(con, "version_checks", IN_SCOPE_GROUPS, "SELECT * FROM vc_new ORDER BY ALL",
                                      key="comparison_key")
         history = record_verdicts(con)
+    # With the evidence as it was, a listing-time claim changes only where it names a run that this publication
+    # replaced in `ranks`, put back there, or stamped a listing rank of.
+    moved = None if evidence_changed else LISTINGS_MOVED
     with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
-        with registered(con, lc_new=listing_claim_checks(con, spread)):
-            changed |= replace_where(con, "listing_claim_checks", IN_SCOPE_GROUPS,
+        with registered(con, lc_new=listing_claim_checks(con, spread, moved or EVERY_RUN)):
+            changed |= replace_where(con, "listing_claim_checks",
+                                     IN_SCOPE_GROUPS + (f" AND (a_run_id IN ({moved}) OR b_run_id IN ({moved}))"
+                                                        if moved else ""),
                                      "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key",
                                      compare=f"comparison_key, {ROW_DIGEST}")
     [(count,)] = con.execute("SELECT count(*) FROM claim_checks").fetchall()

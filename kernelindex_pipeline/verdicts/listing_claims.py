@@ -27,12 +27,13 @@ from kernelindex_pipeline.core.catalog import SOURCE_NATIVE
 from kernelindex_pipeline.warehouse.sql import registered, table_exists
 from kernelindex_pipeline.runs.ranking import LISTED_SQL, MEMBERS_STEPS, drop_temporary
 
-# The moments whose groups are wanted: the first listing of each replaced source run in scope that ranked then.
+# The moments whose groups are wanted: the first listing of each replaced source run in scope that ranked then
+# (of the runs in `{runs}` among them).
 MOMENTS_SQL = """
 CREATE OR REPLACE TEMP TABLE _moments AS
 SELECT DISTINCT comparison_key, listed_at AS moment FROM listing_ranks
 WHERE comparison_key IN (SELECT comparison_key FROM scope_groups) AND rank IS NOT NULL
-  AND run_id NOT IN (SELECT run_id FROM ranks)
+  AND run_id NOT IN (SELECT run_id FROM ranks) AND run_id IN ({runs})
 """
 
 # Each claim of a listing-time group that names a run first listed then and replaced since: a ahead of b by
@@ -51,7 +52,7 @@ SELECT a.comparison_key, a.moment AS listed_at, a.run_id AS a_run_id, b.run_id A
     a.provider AS a_provider, b.provider AS b_provider, a.median_value = b.median_value AS tie
 FROM members a JOIN members b ON a.comparison_key = b.comparison_key AND a.moment = b.moment
     AND a.run_id <> b.run_id AND (a.rank < b.rank OR (a.rank = b.rank AND a.provider < b.provider))
-WHERE a.claimant OR b.claimant
+WHERE (a.claimant OR b.claimant) AND (a.run_id IN ({runs}) OR b.run_id IN ({runs}))
 """
 
 # The claim that stands for each (group, a, b): its newest listing.
@@ -95,14 +96,20 @@ ORDER BY p.comparison_key, p.listed_at, p.a_run_id, p.b_run_id, c.protocol
 """
 
 
-def listing_claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = None) -> pa.Table:
+EVERY_RUN = "SELECT run_id FROM runs"
+
+
+def listing_claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = None, runs: str = EVERY_RUN) -> pa.Table:
     """The claim checks of the claims the replaced source runs of the groups in scope made when they were
-    listed: `claim_checks`' columns, plus `listed_at` (`spread`: as `claims.claim_checks` takes it)."""
+    listed: `claim_checks`' columns, plus `listed_at` (`spread`: as `claims.claim_checks` takes it); only
+    the claims naming a run of the query `runs`. The rerun side of a claim depends on its group and pair of
+    implementations, not on which listing stands for the pair, so the claims of some runs are those a
+    computation of all would give them."""
     con.execute(LISTED_SQL)
-    con.execute(MOMENTS_SQL)
+    con.execute(MOMENTS_SQL.format(runs=runs))
     for step in MEMBERS_STEPS:
         con.execute(step)
-    con.execute(PAIRS_SQL)
+    con.execute(PAIRS_SQL.format(runs=runs))
     representatives = con.sql(REPRESENTATIVES_SQL).to_arrow_table()
     [(database,)] = con.execute("SELECT current_database()").fetchall()
     cursor = con.cursor()
@@ -120,8 +127,8 @@ def listing_claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = N
 
 
 def _with_own_verdicts(rows: pa.Table) -> pa.Table:
-    """Each claim's type, verdict, reason and code from its own source ratio and its representative's
-    interval (where it has one); `host_bound` from its own two verdicts (a claim's rows are adjacent, one
+    """Each claim's type, verdict, reason and code (and each session's verdict) from its own source ratio and
+    its representative's interval (where it has one); `host_bound` from its own two verdicts (a claim's rows are adjacent, one
     per protocol, in name order). A source artifact names the representative's runs, not this claim's, so
     none is carried over."""
     columns = rows.select(["protocol", "metric", "source_ratio", "rerun_ratio", "ci_low", "ci_high", "n_a", "n_b",
@@ -138,10 +145,18 @@ def _with_own_verdicts(rows: pa.Table) -> pa.Table:
             deterministic=columns["metric"][i] == "peak_memory", sessions=columns["sessions"][i] or 1)
         own = rule.verdict(columns["source_ratio"][i], interval)
         verdict[i], reason[i], code[i] = own.verdict, own.reason, own.code
+    # Each session's verdict too, from the claim's own source ratio.
+    sessions = rows.column("session_intervals").to_pylist()
+    for ratio, each in zip(columns["source_ratio"], sessions):
+        for s in each or []:
+            if s["ci_low"] is not None:
+                own = rule.verdict(ratio, rule.RatioInterval(s["rerun_ratio"], s["ci_low"], s["ci_high"], s["n_a"], s["n_b"],
+                                                             rule.bootstrap_method(), s["spread_a"], s["spread_b"]))
+                s["verdict"], s["reason_code"] = own.verdict, own.code
     assert columns["protocol"][0::2] == [claims.DEVICE_TIME] * (len(verdict) // 2)
     host = [rule.host_bound(device, replica) for device, replica in zip(verdict[0::2], verdict[1::2])]
     for name, values in (("verdict", verdict), ("reason", reason), ("reason_code", code), ("claim_type", kind),
-                         ("source_artifact", [None] * len(verdict)),
+                         ("source_artifact", [None] * len(verdict)), ("session_intervals", sessions),
                          ("host_bound", [h for h in host for _ in (0, 1)])):
         rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(values, rows.schema.field(name).type))
     return rows
