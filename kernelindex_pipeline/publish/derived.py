@@ -22,7 +22,7 @@ from kernelindex_pipeline.verdicts import claims
 from kernelindex_pipeline.ingest import csvfile, evidence
 from kernelindex_pipeline.ingest.attestations import load_attestations
 from kernelindex_pipeline.runs.history import CONFLICTS_SQL, DELETED, LISTED, REFUSED, RUNS_SQL, UNLISTED
-from kernelindex_pipeline.verdicts.listing_claims import EVERY_RUN, listing_claim_checks
+from kernelindex_pipeline.verdicts.listing_claims import listing_claim_checks
 from kernelindex_pipeline.runs.manifests import write_manifests
 from kernelindex_pipeline.runs.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORDS, seed_rows
 from kernelindex_pipeline.runs.ranking import RANKS_SQL, add_listing_ranks
@@ -311,7 +311,7 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True)
     # replaced in `ranks`, put back there, or stamped a listing rank of.
     moved = None if evidence_changed else LISTINGS_MOVED
     with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
-        with registered(con, lc_new=listing_claim_checks(con, spread, moved or EVERY_RUN)):
+        with registered(con, lc_new=listing_claim_checks(con, spread, moved)):
             changed |= replace_where(con, "listing_claim_checks",
                                      IN_SCOPE_GROUPS + (f" AND (a_run_id IN ({moved}) OR b_run_id IN ({moved}))"
                                                         if moved else ""),

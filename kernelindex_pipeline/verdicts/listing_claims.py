@@ -28,12 +28,12 @@ from kernelindex_pipeline.warehouse.sql import registered, table_exists
 from kernelindex_pipeline.runs.ranking import LISTED_SQL, MEMBERS_STEPS, drop_temporary
 
 # The moments whose groups are wanted: the first listing of each replaced source run in scope that ranked then
-# (of the runs in `{runs}` among them).
+# (`{restrict}`: of some runs only).
 MOMENTS_SQL = """
 CREATE OR REPLACE TEMP TABLE _moments AS
 SELECT DISTINCT comparison_key, listed_at AS moment FROM listing_ranks
 WHERE comparison_key IN (SELECT comparison_key FROM scope_groups) AND rank IS NOT NULL
-  AND run_id NOT IN (SELECT run_id FROM ranks) AND run_id IN ({runs})
+  AND run_id NOT IN (SELECT run_id FROM ranks) {restrict}
 """
 
 # Each claim of a listing-time group that names a run first listed then and replaced since: a ahead of b by
@@ -52,7 +52,7 @@ SELECT a.comparison_key, a.moment AS listed_at, a.run_id AS a_run_id, b.run_id A
     a.provider AS a_provider, b.provider AS b_provider, a.median_value = b.median_value AS tie
 FROM members a JOIN members b ON a.comparison_key = b.comparison_key AND a.moment = b.moment
     AND a.run_id <> b.run_id AND (a.rank < b.rank OR (a.rank = b.rank AND a.provider < b.provider))
-WHERE (a.claimant OR b.claimant) AND (a.run_id IN ({runs}) OR b.run_id IN ({runs}))
+WHERE (a.claimant OR b.claimant) {restrict}
 """
 
 # The claim that stands for each (group, a, b): its newest listing.
@@ -96,20 +96,17 @@ ORDER BY p.comparison_key, p.listed_at, p.a_run_id, p.b_run_id, c.protocol
 """
 
 
-EVERY_RUN = "SELECT run_id FROM runs"
-
-
-def listing_claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = None, runs: str = EVERY_RUN) -> pa.Table:
+def listing_claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = None, runs: str | None = None) -> pa.Table:
     """The claim checks of the claims the replaced source runs of the groups in scope made when they were
-    listed: `claim_checks`' columns, plus `listed_at` (`spread`: as `claims.claim_checks` takes it); only
-    the claims naming a run of the query `runs`. The rerun side of a claim depends on its group and pair of
+    listed: `claim_checks`' columns, plus `listed_at` (`spread`: as `claims.claim_checks` takes it); with
+    `runs` (a query of run ids), only the claims naming one of them. The rerun side of a claim depends on its group and pair of
     implementations, not on which listing stands for the pair, so the claims of some runs are those a
     computation of all would give them."""
     con.execute(LISTED_SQL)
-    con.execute(MOMENTS_SQL.format(runs=runs))
+    con.execute(MOMENTS_SQL.format(restrict=f"AND run_id IN ({runs})" if runs else ""))
     for step in MEMBERS_STEPS:
         con.execute(step)
-    con.execute(PAIRS_SQL.format(runs=runs))
+    con.execute(PAIRS_SQL.format(restrict=f"AND (a.run_id IN ({runs}) OR b.run_id IN ({runs}))" if runs else ""))
     representatives = con.sql(REPRESENTATIVES_SQL).to_arrow_table()
     [(database,)] = con.execute("SELECT current_database()").fetchall()
     cursor = con.cursor()
