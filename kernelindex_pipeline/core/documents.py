@@ -4,8 +4,10 @@ Each is an object of ``identity.API_VERSION``, digested as ``identity.published`
 
 from __future__ import annotations
 
+import functools
+
 import kernels
-from kernelindex_pipeline.core.catalog import PASS_WORDS, SOURCE_CAVEAT, SOURCE_FAMILY, Gpu, Implementation
+from kernelindex_pipeline.core.catalog import PASS_WORDS, SOURCE_CAVEAT, SOURCE_FAMILY, Gpu, Implementation, implementation
 from kernelindex_pipeline.core.identity import API_VERSION, published, slugify
 
 
@@ -82,6 +84,12 @@ def implementation_manifest(impl: Implementation) -> dict:
         "metadata": {"name": impl.provider},
         "spec": {"provider": impl.provider, "implementation": impl.name, "project": impl.project, "revision": "unknown"},
     }
+
+
+@functools.lru_cache(maxsize=256)
+def implementation_digest(provider: str) -> str:
+    """The digest of a provider's Implementation manifest (`catalog.implementation`), once per provider."""
+    return published(implementation_manifest(implementation(provider))).digest
 
 
 def source_protocol(mode: str, metric: str) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import kernels
 from kernelindex_pipeline.core import catalog, reasons
-from kernelindex_pipeline.core.documents import implementation_manifest, workload_definition
+from kernelindex_pipeline.core.documents import implementation_digest, workload_definition
 from kernelindex_pipeline.core.identity import Published, digest, manifest_name, published, run_id, slugify
 from kernelindex_pipeline.warehouse.views import OTHER_DTYPE_RERUNS_SQL
 
@@ -47,11 +47,6 @@ def stack_environment(environment: dict) -> dict:
 def _workload(kernel: str, params: str, dtype: str | None, implied: str) -> dict:
     """workload_definition of parameters given as JSON text: one per workload a batch measures, not per record."""
     return workload_definition(kernel, json.loads(params), dtype, json.loads(implied))
-
-
-@functools.lru_cache(maxsize=256)
-def _implementation_digest(provider: str) -> str:
-    return published(implementation_manifest(catalog.implementation(provider))).digest
 
 
 @functools.lru_cache(maxsize=1024)
@@ -95,7 +90,7 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         "observed_at": observed.replace(tzinfo=None), "evidence_level": catalog.CONTROLLED, "source": RERUN_SOURCE,
         "status": record["status"], "comparison_key": digest(comparison), "protocol_digest": protocol.digest,
         "workload_digest": workload["workload_digest"], "environment_digest": environment.digest,
-        "implementation_digest": _implementation_digest(provider), "evidence_file": evidence_file,
+        "implementation_digest": implementation_digest(provider), "evidence_file": evidence_file,
         "record": line or json.dumps(record, sort_keys=True), "family": family, "samples": _samples(record.get("samples")),
         "status_reason": record.get("reason"),
         "status_code": record.get("reason_code") or reasons.legacy_code(record["status"], record.get("reason")),

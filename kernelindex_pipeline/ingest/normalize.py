@@ -24,7 +24,7 @@ import rfc8785
 import kernels
 from kernelindex_pipeline.core import catalog
 from kernelindex_pipeline.ingest import csvfile
-from kernelindex_pipeline.core.documents import gpu_environment, implementation_manifest, slug_safe, source_protocol, workload_definition
+from kernelindex_pipeline.core.documents import gpu_environment, implementation_digest, slug_safe, source_protocol, workload_definition
 from kernelindex_pipeline.core.identity import published
 from kernelindex_pipeline.ingest.sources import Revision
 from kernelindex_pipeline.warehouse.sql import registered
@@ -253,7 +253,7 @@ def _implementation_dimension(con: duckdb.DuckDBPyConnection) -> pa.Table:
     for p in providers:
         impl = catalog.implementation(p)
         rows.append({"kernel_provider": p, "implementation": impl.name, "project": impl.project,
-                     "implementation_digest": published(implementation_manifest(impl)).digest, "known_provider": p in catalog.IMPLEMENTATIONS})
+                     "implementation_digest": implementation_digest(p), "known_provider": p in catalog.IMPLEMENTATIONS})
     return pa.Table.from_pylist(rows, schema=pa.schema([("kernel_provider", pa.string()), ("implementation", pa.string()),
                                                          ("project", pa.string()), ("implementation_digest", pa.string()),
                                                          ("known_provider", pa.bool_())]))

@@ -292,11 +292,13 @@ def narrowed_scope(con: duckdb.DuckDBPyConnection, groups: str | None):
         con.execute("DROP TABLE _whole_scope")
 
 
-def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True) -> StepResult:
+def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True, spread: dict | None = None) -> StepResult:
     """Claim checks of the comparison groups in scope whose ranks changed, or all of them where the evidence
     changed (their bootstrap intervals computed again only then), their checks at the source's Liger release,
-    the verdict history, and the listing-time claims of the replaced runs of the groups whose listings changed."""
-    spread = claims.session_spread(con)  # once for the three claim tables
+    the verdict history, and the listing-time claims of the replaced runs of the groups whose listings changed.
+    `spread`: `claims.session_spread(con)` where the caller has read it."""
+    if spread is None:
+        spread = claims.session_spread(con)  # once for the three claim tables
     with narrowed_scope(con, None if evidence_changed else RANKS_CHANGED):
         checked = claims.claim_checks(con, reuse_intervals=not evidence_changed, spread=spread)
         with registered(con, cc_new=checked):
@@ -309,7 +311,10 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True)
         history = record_verdicts(con)
     # With the evidence as it was, a listing-time claim changes only where it names a run that this publication
     # replaced in `ranks`, put back there, or stamped a listing rank of.
-    moved = None if evidence_changed else LISTINGS_MOVED
+    moved = None
+    if not evidence_changed:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _listings_moved AS {LISTINGS_MOVED}")
+        moved = "SELECT run_id FROM _listings_moved"
     with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
         with registered(con, lc_new=listing_claim_checks(con, spread, moved)):
             changed |= replace_where(con, "listing_claim_checks",

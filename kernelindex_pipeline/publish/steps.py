@@ -146,8 +146,8 @@ def news(wh: Warehouse, listed: Sequence[str], evidence_dir: Path, attestations_
     return News(
         to_fetch=still_to_fetch(listed, published),
         to_publish={r["revision_key"] for r in wh.landed()} - set(published),
-        evidence_changed=state.get(EVIDENCE_KEY) != files_fingerprint(evidence_files(evidence_dir)),
-        attestations_changed=state.get(ATTESTATIONS_KEY) != files_fingerprint(attestation_files(attestations_dir)),
+        evidence_changed=state.get(EVIDENCE_KEY) != fingerprint(file_digests(evidence_files(evidence_dir))),
+        attestations_changed=state.get(ATTESTATIONS_KEY) != fingerprint(file_digests(attestation_files(attestations_dir))),
         recompute=wh.exists() and state.get(DERIVED_KEY) != DERIVED_VERSION,
         published=published,
     )
@@ -163,11 +163,16 @@ def attestation_files(directory: Path | None) -> list[Path]:
     return [] if directory is None else sorted(Path(directory).glob("*.json"))
 
 
-def files_fingerprint(files: Sequence[Path]) -> str:
-    """A digest of files' names and bytes: a change to any republishes."""
+def file_digests(files: Sequence[Path]) -> dict[str, str]:
+    """Each file's sha256, by name, in the files' order."""
+    return {path.name: sha256_of(path) for path in files}
+
+
+def fingerprint(digests: dict[str, str]) -> str:
+    """A digest of files' names and bytes (`file_digests`): a change to any republishes."""
     h = hashlib.sha256()
-    for path in files:
-        h.update(path.name.encode() + b"\0" + bytes.fromhex(sha256_of(path)))
+    for name, sha in digests.items():
+        h.update(name.encode() + b"\0" + bytes.fromhex(sha))
     return h.hexdigest()
 
 
@@ -190,18 +195,20 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             keys = snapshots.details["keys"]
         observations = normalize_snapshots(con, wh, keys)
         references = record_references(con, wh, wh.landed_references())
-        fingerprint = files_fingerprint(evidence_files(evidence_dir))
-        evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint
-        evidence_kernels = None  # every claim's
+        files = evidence_files(evidence_dir)
+        digests = file_digests(files)
+        evidence_changed = everything or _state(con, EVIDENCE_KEY) != fingerprint(digests)
+        evidence_kernels, spread = None, None  # every claim's; read when the claims are checked
         if evidence_changed:
             before = claims.EvidenceState.read(con)
-            loaded = load_controlled_evidence(con, evidence_dir, everything)
-            _set_state(con, EVIDENCE_KEY, fingerprint)
+            loaded = load_controlled_evidence(con, files, digests, everything)
+            _set_state(con, EVIDENCE_KEY, fingerprint(digests))
             if not loaded.details["reload"]:
-                evidence_kernels = claims.kernels_to_recheck(con, before)
+                after = claims.EvidenceState.read(con)
+                evidence_kernels, spread = claims.kernels_to_recheck(con, before, after), after.spread
         else:
             loaded = StepResult(0, False, {"refused": 0, "files": 0})
-        attested = files_fingerprint(attestation_files(attestations_dir))
+        attested = fingerprint(file_digests(attestation_files(attestations_dir)))
         attestations_changed = everything or _state(con, ATTESTATIONS_KEY) != attested
         if attestations_changed:
             _set_state(con, ATTESTATIONS_KEY, attested)
@@ -218,7 +225,7 @@ def publish(wh: Warehouse, evidence_dir: Path, attestations_dir: Path | None = N
             runs.details["attestations"] = load_attestation_files(con, attestations_dir)
             update_published_identifiers(con)
             ranks = update_ranks(con)
-            verdicts = update_claims(con, evidence_changed)
+            verdicts = update_claims(con, evidence_changed, spread)
             audit(con)
         else:
             runs = manifests = ranks = verdicts = StepResult(0, False)
@@ -334,15 +341,15 @@ _WORKLOAD_ROWS = pa.schema([("workload_digest", pa.string()), ("kernel", pa.stri
                             ("definition", pa.string()), ("shapes_known", pa.bool_()), ("digest_v1alpha1", pa.string())])
 
 
-def load_controlled_evidence(con: duckdb.DuckDBPyConnection, evidence_dir: Path, everything: bool = False) -> StepResult:
-    """Controlled runs from committed rerun records, with their protocols, environments and workloads; and
-    each evidence file's sha256 (`evidence_files`, what a verdict statement cites).
+def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], digests: dict[str, str],
+                             everything: bool = False) -> StepResult:
+    """Controlled runs from committed rerun records (`files`, their sha256 in `digests`), with their protocols,
+    environments and workloads; and each evidence file's sha256 (`evidence_files`, what a verdict statement
+    cites).
 
     Evidence files are committed once and then only added to: a publication reads the files it has not
     read before, and every file again only where one it read was edited or removed (or with `everything`).
     Files are taken in name order: a run id in several files keeps its record in the last."""
-    files = sorted(Path(evidence_dir).glob("*.jsonl.gz"))
-    digests = {p.name: sha256_of(p) for p in files}
     read = dict(con.execute("SELECT file, sha256 FROM evidence_files").fetchall())
     reload = everything or any(digests.get(name) != sha for name, sha in read.items())
     new = files if reload else [p for p in files if p.name not in read]

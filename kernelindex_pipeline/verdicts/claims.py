@@ -419,12 +419,11 @@ class EvidenceState:
         return cls(session_spread(con), release)
 
 
-def kernels_to_recheck(con: duckdb.DuckDBPyConnection, before: EvidenceState) -> list[str] | None:
-    """The kernels whose claims the evidence just added (`c_loaded`) can change, `before` being what the
-    evidence read before it: the kernels of its runs, those whose spread between sessions it moved, and, where
+def kernels_to_recheck(con: duckdb.DuckDBPyConnection, before: EvidenceState, after: EvidenceState) -> list[str] | None:
+    """The kernels whose claims the evidence just added (`c_loaded`) can change, `before` and `after` being what
+    the evidence read before it and with it: the kernels of its runs, those whose spread between sessions it moved, and, where
     it moved a protocol's spread over all kernels, the kernels that take that one for want of their own. None
     (every claim) where it moved the release claims are re-checked at."""
-    after = EvidenceState.read(con)
     if after.release != before.release:
         return None
     kernels = {k for (k,) in con.execute("SELECT DISTINCT kernel FROM c_loaded").fetchall()}
