@@ -51,7 +51,7 @@ ATTESTATIONS_KEY = "attestations"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "rerun-facts-1"
+DERIVED_VERSION = "rerun-facts-2"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 
@@ -367,7 +367,7 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], 
                     INSERT INTO c_new BY NAME
                     SELECT *, record->>'compile' IS NOT NULL AS compile_recorded, TRY_CAST(
                         record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs'
-                        AS DOUBLE) AS launch_floor_ns
+                        AS DOUBLE) AS launch_floor_ns, record->'correctness' AS correctness
                     FROM (SELECT * REPLACE (record::JSON AS record) FROM c_file)""")
         if found.refused:
             refused = pa.Table.from_pylist(

@@ -140,7 +140,7 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
 # Each failed rerun with its own correctness record and the eager baseline's measured beside it (same session,
 # workload, pass, metric and protocol): the first of `protocol.EAGER_BASELINES` there.
 FAILED_CHECKS_SQL = f"""
-SELECT f.run_id, f.record->>'correctness', b.provider, b.record->>'correctness'
+SELECT f.run_id, f.correctness, b.provider, b.correctness
 FROM controlled_runs f
 LEFT JOIN controlled_runs b ON b.evidence_file = f.evidence_file AND b.session IS NOT DISTINCT FROM f.session
     AND b.kernel = f.kernel AND b.workload_digest = f.workload_digest AND b.operation_mode = f.operation_mode
