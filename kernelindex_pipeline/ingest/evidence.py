@@ -99,8 +99,26 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         "liger_version": environment.obj["spec"].get("software", {}).get("ligerKernel"),
         # Records from before records stated it built their workload's dtype, else float32.
         "tensor_dtype": record.get("tensor_dtype") or record.get("dtype") or "fp32",
+        # What the claims read of each record, read out of it once here rather than at every publication.
+        "compile_recorded": record.get("compile") is not None,
+        "launch_floor_ns": _launch_floor_ns(record["environment"]),
+        "correctness": None if record.get("correctness") is None else json.dumps(record["correctness"]),
+        "code_revision": _text((record.get("implementation") or {}).get("code_revision")),
     }
     return row, protocol, environment, workload
+
+
+def _launch_floor_ns(environment: dict) -> float | None:
+    """The session's launch floor (an empty Triton kernel under do_bench, ns) its environment records."""
+    floor = ((environment.get("spec") or {}).get("launchFloor") or {}).get("emptyTritonKernel") or {}
+    try:
+        return float(floor["replicaMedianNs"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from kernelindex_pipeline.ingest.attestations import load_attestations
 from kernelindex_pipeline.runs.history import CONFLICTS_SQL, DELETED, LISTED, REFUSED, RUNS_SQL, UNLISTED
 from kernelindex_pipeline.verdicts.listing_claims import listing_claim_checks
 from kernelindex_pipeline.runs.manifests import write_manifests
-from kernelindex_pipeline.runs.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORDS, seed_rows
+from kernelindex_pipeline.runs.published import PUBLISHED_IDENTIFIERS_SQL, SEED_RECORD, SEED_RECORDS, seed_rows
 from kernelindex_pipeline.runs.ranking import RANKS_SQL, add_listing_ranks
 from kernelindex_pipeline.verdicts.history import record_verdicts
 from kernelindex_pipeline.warehouse.store import Warehouse
@@ -235,10 +235,12 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
 
 def update_published_identifiers(con: duckdb.DuckDBPyConnection) -> bool:
     """`published_identifiers`: every identifier published that is no record's now, with the record it
-    leads to (runs/published.py)."""
+    leads to (runs/published.py). A run's earlier digest changes only with its manifest: those of the runs
+    in scope are written again, with the seed records' and the identifiers that name no run."""
+    where = f"run_id IS NULL OR origin = '{SEED_RECORD}' OR {IN_SCOPE}"
     with registered(con, seed_identifiers=pa.Table.from_pylist(seed_rows())):
-        changed = replace_if_changed(con, "published_identifiers",
-                                     f"SELECT * FROM ({PUBLISHED_IDENTIFIERS_SQL}) ORDER BY kind, identifier")
+        changed = replace_where(con, "published_identifiers", where,
+                                f"SELECT * FROM ({PUBLISHED_IDENTIFIERS_SQL}) WHERE {where} ORDER BY kind, identifier")
     return changed
 
 

@@ -51,7 +51,7 @@ ATTESTATIONS_KEY = "attestations"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "rerun-facts-2"
+DERIVED_VERSION = "rerun-facts-3"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 
@@ -356,19 +356,18 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], 
     if reload:
         con.execute("DELETE FROM controlled_runs")
         con.execute("DELETE FROM evidence_quarantine")
-    con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
+    # Read all again, the files go straight into the emptied table (holding them aside would hold every
+    # record in memory); new files are held aside, then take the place of what earlier files said.
+    staged = "controlled_runs" if reload else "c_new"
+    if not reload:
+        con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
     protocols, environments, workloads = {}, {}, {}
     for found in evidence.load_evidence(new):
         if found.runs:
             with registered(con, c_file=pa.Table.from_pylist(found.runs)):
-                con.execute("DELETE FROM c_new WHERE run_id IN (SELECT run_id FROM c_file)")
-                # What the claims read of each record, read out of its JSON once here rather than at every publication.
-                con.execute("""
-                    INSERT INTO c_new BY NAME
-                    SELECT *, record->>'compile' IS NOT NULL AS compile_recorded, TRY_CAST(
-                        record->'environment'->'spec'->'launchFloor'->'emptyTritonKernel'->>'replicaMedianNs'
-                        AS DOUBLE) AS launch_floor_ns, record->'correctness' AS correctness
-                    FROM (SELECT * REPLACE (record::JSON AS record) FROM c_file)""")
+                con.execute(f"DELETE FROM {staged} WHERE run_id IN (SELECT run_id FROM c_file)")
+                con.execute(f"INSERT INTO {staged} BY NAME SELECT * REPLACE (record::JSON AS record, "
+                            "correctness::JSON AS correctness) FROM c_file")
         if found.refused:
             refused = pa.Table.from_pylist(
                 [{**r, "source_revision": None, "revision_key": f"evidence/{r['source']}"} for r in found.refused],
@@ -378,12 +377,14 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], 
         protocols.update(found.protocols)
         environments.update(found.environments)
         workloads.update(found.workloads)
-    con.execute("DELETE FROM controlled_runs USING c_new WHERE controlled_runs.run_id = c_new.run_id "
-                "AND controlled_runs.evidence_file < c_new.evidence_file")
-    con.execute("INSERT INTO controlled_runs SELECT * FROM c_new "
-                "WHERE run_id NOT IN (SELECT run_id FROM controlled_runs)")  # else a later file's record stands
-    con.execute("CREATE OR REPLACE TEMP TABLE c_loaded AS SELECT run_id, kernel FROM c_new")
-    con.execute("DROP TABLE c_new")
+    if not reload:
+        con.execute("DELETE FROM controlled_runs USING c_new WHERE controlled_runs.run_id = c_new.run_id "
+                    "AND controlled_runs.evidence_file < c_new.evidence_file")
+        con.execute("INSERT INTO controlled_runs SELECT * FROM c_new "
+                    "WHERE run_id NOT IN (SELECT run_id FROM controlled_runs)")  # else a later file's record stands
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_loaded AS SELECT run_id, kernel FROM {staged}")
+    if not reload:
+        con.execute("DROP TABLE c_new")
     changed = bool(new) or reload
     if reload:
         src_protocols, src_environments, implementations = _reference_rows()

@@ -37,7 +37,8 @@ WITH source AS (
     {other_dtype_reruns}
 ), built AS (
     -- the reruns of the claims' workloads (every record of a session carries the session's launch floor)
-    SELECT c.* EXCLUDE (record, samples, compile_recorded, launch_floor_ns, correctness), len(c.samples) AS sample_count, p.protocol,
+    SELECT c.* EXCLUDE (record, samples, compile_recorded, launch_floor_ns, correctness,
+                      code_revision), len(c.samples) AS sample_count, p.protocol,
         NOT c.compile_recorded AND {compiled} AS compile_unrecorded,
         coalesce(cd.model, c.gpu) AS card_model, cd.form_factor AS card_form_factor, c.launch_floor_ns AS recorded_floor_ns
     FROM controlled_runs c JOIN protocols p ON p.family = c.family LEFT JOIN cards cd ON cd.device = c.gpu

@@ -42,6 +42,7 @@ ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS tensor_dtype VARCHAR;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS compile_recorded BOOLEAN;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS launch_floor_ns DOUBLE;
 ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS correctness JSON;
+ALTER TABLE controlled_runs ADD COLUMN IF NOT EXISTS code_revision VARCHAR;
 ALTER TABLE run_manifests ADD COLUMN IF NOT EXISTS run_digest_v1alpha1 VARCHAR;
 ALTER TABLE protocols ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;
 ALTER TABLE environments ADD COLUMN IF NOT EXISTS digest_v1alpha1 VARCHAR;

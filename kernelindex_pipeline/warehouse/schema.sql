@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS controlled_runs (
     comparison_key VARCHAR, protocol_digest VARCHAR, workload_digest VARCHAR, environment_digest VARCHAR,
     implementation_digest VARCHAR, evidence_file VARCHAR, record JSON USING COMPRESSION zstd, family VARCHAR, samples DOUBLE[],
     status_reason VARCHAR, status_code VARCHAR, session VARCHAR, liger_version VARCHAR, tensor_dtype VARCHAR,
-    compile_recorded BOOLEAN, launch_floor_ns DOUBLE, correctness JSON);
+    compile_recorded BOOLEAN, launch_floor_ns DOUBLE, correctness JSON,
+    code_revision VARCHAR);
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR, external_id VARCHAR, name VARCHAR, title VARCHAR, kernel VARCHAR,
     operation_mode VARCHAR, provider VARCHAR, implementation VARCHAR, project VARCHAR, metric VARCHAR, unit VARCHAR,

@@ -46,7 +46,7 @@ WITH protocols AS (
 ), per_session AS (
     SELECT c.kernel, p.protocol, c.operation_mode, c.workload_digest, c.environment_digest, c.protocol_digest,
         c.tensor_dtype, c.session, c.provider,
-        c.record->>'$.implementation.code_revision' AS revision, median(c.median_value) AS m
+        c.code_revision AS revision, median(c.median_value) AS m
     FROM controlled_runs c JOIN protocols p ON p.family = c.family
     WHERE c.status = 'passed' AND c.metric = 'latency' AND c.median_value > 0
     GROUP BY ALL
