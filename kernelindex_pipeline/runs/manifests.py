@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from kernelindex_pipeline.core import catalog
 from kernelindex_pipeline.core.identity import API_VERSION, API_VERSION_V1ALPHA2, Published, published
+from kernelindex_pipeline.warehouse.schema import rows_of_runs
 from kernelindex_pipeline.warehouse.sql import registered
 
 _QUANTILES = (("p20", "p20_value", "source_p20", "20"), ("p80", "p80_value", "source_p80", "80"))
@@ -48,17 +49,17 @@ def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
 
 # The runs in `scope_runs` (see history.py), numbered, with the columns a manifest is made of and only the
 # parts of a controlled run's record that its manifest carries (not its samples).
-MANIFEST_INPUTS_SQL = """
+MANIFEST_INPUTS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _manifest_inputs AS
 SELECT row_number() OVER (ORDER BY r.run_id) AS n, r.run_id, r.external_id, r.name, r.title, r.kernel,
     r.operation_mode, r.metric, r.unit, r.median_value, r.p20_value, r.p80_value,
     strftime(r.observed_at, '%Y-%m-%dT%H:%M:%S.%gZ') AS observed_at, r.evidence_level, r.source,
     r.protocol_digest, r.workload_digest, r.environment_digest, r.implementation_digest, r.liger_version, r.status,
     r.source_p20, r.source_p50, r.source_p80, r.source_unit, c.run_id IS NOT NULL AS controlled,
-    json_extract(c.record, '$.correctness') AS correctness,
-    json_extract(c.record, '$.environment.spec.ceilings') AS ceilings, json_extract(c.record, '$.achieved') AS achieved,
+    c.correctness, json_extract(c.record, '$.environment.spec.ceilings') AS ceilings,
+    json_extract(c.record, '$.achieved') AS achieved,
     json_extract_string(c.record, '$.implementation_label') AS implementation_label
-FROM runs r LEFT JOIN controlled_runs c USING (run_id)
+FROM runs r LEFT JOIN {rows_of_runs("controlled_runs", "SELECT run_id FROM scope_runs")} c USING (run_id)
 WHERE r.run_id IN (SELECT run_id FROM scope_runs)
 """
 MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("run", pa.string()), ("run_digest", pa.string()),
