@@ -93,3 +93,31 @@ def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(shipped_wareho
             if (k, w, m) == ("llama4_rope", SEED_WORKLOADS["llama4_rope"], "backward")}
     assert set(seed) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"} and min(seed.values()) >= 2.0, seed
     assert {k for k, *_ in rows} >= {"llama4_rope", "geglu", "rope", "swiglu", "rms_norm", "layer_norm"}
+
+
+DYT_COMPILED_BESIDE_EAGER = """
+WITH c AS (
+    SELECT *, regexp_extract(workload_slug, 'hidden(\\d+)', 1)::INTEGER AS hidden FROM controlled_runs
+    WHERE kernel = 'dyt' AND metric = 'latency' AND status = 'passed'
+)
+SELECT a.compile_recorded, count(*), count(*) FILTER (WHERE abs(a.median_value / b.median_value - 1) <= 0.05)
+FROM c a JOIN c b ON b.evidence_file = a.evidence_file AND b.session IS NOT DISTINCT FROM a.session
+    AND b.workload_digest = a.workload_digest AND b.operation_mode = a.operation_mode AND b.family = a.family
+WHERE a.provider = 'torch_compile' AND b.provider = 'torch' AND a.hidden >= 4096
+GROUP BY ALL
+"""
+
+
+def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(shipped_warehouse):
+    """A DyT torch.compile run at hidden >= 4096 within 5% of eager in its own session timed eager PyTorch
+    (the compile fell back): every run that recorded what it compiled is further from eager than that, and
+    the sessions whose runs sit at eager's speed are those that recorded nothing, which decide no claim."""
+    with shipped_warehouse.reader() as con:
+        pairs = {recorded: (n, near) for recorded, n, near in con.execute(DYT_COMPILED_BESIDE_EAGER).fetchall()}
+        # a claim whose rerun batch is a compiled run that recorded no compile takes no verdict from it
+        unrecorded_verdicts = con.execute(
+            "SELECT count(*) FROM claim_checks k JOIN controlled_runs c "
+            "ON c.run_id IN (k.rerun_a_run_id, k.rerun_b_run_id) AND c.provider = 'torch_compile' "
+            "WHERE k.kernel = 'dyt' AND NOT c.compile_recorded AND k.verdict <> 'not re-checked'").fetchall()[0][0]
+    assert pairs[True][0] > 100 and pairs[True][1] == 0, pairs
+    assert unrecorded_verdicts == 0
