@@ -213,6 +213,7 @@ def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse
     with shipped_warehouse.reader() as con:
         con.execute("CREATE TEMP TABLE scope_runs AS SELECT run_id FROM runs")
         aliases = dict(con.execute(manifests.REFERENCE_ALIASES_SQL).fetchall())
+        con.execute(manifests.CONTROLLED_PARTS_SQL)
         con.execute(manifests.MANIFEST_INPUTS_SQL)
         con.execute(manifests.ECMASCRIPT_NUMBER_SQL)
         written = {r: rest for r, *rest in con.execute(

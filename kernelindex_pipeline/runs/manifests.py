@@ -47,19 +47,25 @@ def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
     return {"kind": "BenchmarkRun", "spec": spec, "metadata": metadata, "apiVersion": API_VERSION}
 
 
-# The runs in `scope_runs` (see history.py), numbered, with the columns a manifest is made of and only the
-# parts of a controlled run's record that its manifest carries (not its samples).
-MANIFEST_INPUTS_SQL = f"""
+# The parts of the records of the controlled runs in `scope_runs` that their manifests carry (not their samples),
+# read first on their own: few rows, each record's JSON parsed once.
+CONTROLLED_PARTS_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _controlled_parts AS
+SELECT run_id, correctness, json_extract(record, '$.environment.spec.ceilings') AS ceilings,
+    json_extract(record, '$.achieved') AS achieved,
+    json_extract_string(record, '$.implementation_label') AS implementation_label
+FROM {rows_of_runs("controlled_runs", "SELECT run_id FROM scope_runs")}
+"""
+# The runs in `scope_runs` (see history.py), numbered, with the columns a manifest is made of.
+MANIFEST_INPUTS_SQL = """
 CREATE OR REPLACE TEMP TABLE _manifest_inputs AS
 SELECT row_number() OVER (ORDER BY r.run_id) AS n, r.run_id, r.external_id, r.name, r.title, r.kernel,
     r.operation_mode, r.metric, r.unit, r.median_value, r.p20_value, r.p80_value,
     strftime(r.observed_at, '%Y-%m-%dT%H:%M:%S.%gZ') AS observed_at, r.evidence_level, r.source,
     r.protocol_digest, r.workload_digest, r.environment_digest, r.implementation_digest, r.liger_version, r.status,
     r.source_p20, r.source_p50, r.source_p80, r.source_unit, c.run_id IS NOT NULL AS controlled,
-    c.correctness, json_extract(c.record, '$.environment.spec.ceilings') AS ceilings,
-    json_extract(c.record, '$.achieved') AS achieved,
-    json_extract_string(c.record, '$.implementation_label') AS implementation_label
-FROM runs r LEFT JOIN {rows_of_runs("controlled_runs", "SELECT run_id FROM scope_runs")} c USING (run_id)
+    c.correctness, c.ceilings, c.achieved, c.implementation_label
+FROM runs r LEFT JOIN _controlled_parts c USING (run_id)
 WHERE r.run_id IN (SELECT run_id FROM scope_runs)
 """
 MANIFEST_SCHEMA = pa.schema([("run_id", pa.string()), ("run", pa.string()), ("run_digest", pa.string()),
@@ -172,6 +178,7 @@ def write_manifests(con, into: str, page_rows: int = 5_000) -> None:
     columns): the source-native ones in SQL, SQL_PAGE_ROWS a statement, the rest (controlled runs) in Python
     a page at a time, so memory follows the page, not the history."""
     aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
+    con.execute(CONTROLLED_PARTS_SQL)
     con.execute(MANIFEST_INPUTS_SQL)
     con.execute(ECMASCRIPT_NUMBER_SQL)
     [(last,)] = con.execute("SELECT coalesce(max(n), 0) FROM _manifest_inputs").fetchall()
@@ -192,5 +199,5 @@ def write_manifests(con, into: str, page_rows: int = 5_000) -> None:
                          "run_digest_v1alpha1": [p.alias for p in runs]}, schema=MANIFEST_SCHEMA)
         with registered(con, _page=page):
             con.execute(f"INSERT INTO {into} BY NAME SELECT * FROM _page")
-    for table in ("_manifest_inputs", "_in_python"):
+    for table in ("_controlled_parts", "_manifest_inputs", "_in_python"):
         con.execute(f"DROP TABLE {table}")
