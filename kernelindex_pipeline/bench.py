@@ -1,4 +1,5 @@
 """Ingestion benchmarks: `python -m kernelindex_pipeline.bench [--history N] [--nightlies K] [--rows R] [--export]
+[--real-nightly K]
 [--json FILE]`.
 
 Over both shipped sources (Liger's main-branch files and its gh-pages runs), with `--history N` their whole
@@ -12,6 +13,8 @@ history repeated N times (each copy earlier in time, under new commits and run i
 (f) with `--export`, `kernelindex export --format html` of the fresh build, and again over its own output;
 (g) after the nightlies, an ingest that finds one new rerun session: the last evidence file again, under a
     later name (its records replace the same runs');
+(h) with `--real-nightly K`, a nightly that finds the K newest real gh-pages revisions on top of the rest of
+    both sources (a home built without them first);
 and the peak RSS of each command (its processes together).
 """
 
@@ -240,6 +243,26 @@ def measure_history(copies: int, nightlies: int, export: bool = False) -> dict:
     return results
 
 
+def hold_back_newest(directory: Path, count: int) -> list[dict]:
+    """Take a source directory's `count` newest revisions out of its index; returns its whole index as it was."""
+    rows = _read_index(directory)
+    newest = sorted(rows, key=lambda r: r["committed_at"])[-count:]
+    _write_index(directory, [r for r in rows if r not in newest])
+    return rows
+
+
+def measure_real_nightly(count: int) -> dict:
+    """(h): the nightly that finds the `count` newest gh-pages revisions, timed as (c) is."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = synthetic_history(Path(tmp) / "sources", 1)
+        whole = hold_back_newest(sources[1], count)
+        home = Path(tmp) / "home"
+        _cli(home, sources, "ingest")
+        _write_index(sources[1], whole)
+        seconds, mb = _cli(home, sources, "ingest")
+    return {"real_nightly_revisions": count, "real_nightly_s": seconds, "real_nightly_rss_mb": mb}
+
+
 def _new_session(home: Path, sources: list[Path], folder: Path) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of the ingest that finds one new evidence file beside the shipped ones."""
     from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
@@ -298,6 +321,9 @@ def report(results: dict) -> str:
         lines.append(f"(f) export --format html             : {results['export_s']:7.2f} s   peak RSS "
                      f"{results['export_rss_mb']:.0f} MiB, {results['export_files']:,} files, "
                      f"{results['export_mb']:,.0f} MiB; again, nothing changed: {results['reexport_s']:.2f} s")
+    if "real_nightly_s" in results:
+        lines.append(f"(h) nightly, {results['real_nightly_revisions']} newest gh-pages revisions: "
+                     f"{results['real_nightly_s']:7.2f} s   peak RSS {results['real_nightly_rss_mb']:.0f} MiB")
     if "rows_per_s" in results:
         lines.append(f"(e) normalization, {results['rows']:,} rows: {results['rows_per_s']:,.0f} rows/s "
                      f"(median of 3), peak RSS {results['normalize_rss_mb']:.0f} MiB")
@@ -311,6 +337,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=0, help="also time normalization of a synthetic CSV this long")
     parser.add_argument("--export", action="store_true", help="also time `kernelindex export --format html` of "
                         "the fresh build, into a new folder and again over it")
+    parser.add_argument("--real-nightly", type=int, default=0, metavar="K",
+                        help="also time a nightly that finds the K newest real gh-pages revisions")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--normalize-only", type=Path, metavar="CSV", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -318,6 +346,8 @@ def main(argv=None) -> int:
         print(json.dumps(normalize_file(args.normalize_only)))
         return 0
     results = measure_history(args.history, args.nightlies, args.export)
+    if args.real_nightly:
+        results.update(measure_real_nightly(args.real_nightly))
     if args.rows:
         results.update(measure_normalization(args.rows))
     print(report(results))

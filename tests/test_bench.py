@@ -56,3 +56,17 @@ def test_the_peak_rss_of_a_command_counts_its_worker_processes():
     finally:
         parent.kill()  # the child ends by itself
         parent.wait()
+
+
+def test_holding_back_the_newest_revisions_takes_them_out_of_the_index_until_it_is_put_back(tmp_path):
+    """The real-revision nightly (h) builds a home without the newest gh-pages revisions, then finds them."""
+    from kernelindex_pipeline.bench import _read_index, _write_index, hold_back_newest
+
+    sources = synthetic_history(tmp_path / "sources", 1)
+    whole = hold_back_newest(sources[1], 2)
+    kept = _read_index(sources[1])
+    newest = sorted(whole, key=lambda r: r["committed_at"])[-2:]
+    assert len(kept) == len(whole) - 2 and not [r for r in newest if r in kept]
+    assert max(r["committed_at"] for r in kept) <= min(r["committed_at"] for r in newest)
+    _write_index(sources[1], whole)
+    assert _read_index(sources[1]) == whole
