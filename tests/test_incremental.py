@@ -149,9 +149,10 @@ def _evidence(folder, names):
 
 def _state(home) -> dict[str, str]:
     """`published_state`, less what records the publications themselves: which publication listed each
-    snapshot, what the latest one changed, and the verdicts claims held before (only the current ones)."""
+    snapshot, what the latest one changed, the verdicts claims held before (only the current ones), and the
+    intervals earlier publications bootstrapped (a cache by their inputs)."""
     state = published_state(home)
-    del state["table:publication_changes"]
+    del state["table:publication_changes"], state["table:bootstrap_intervals"]
     with Warehouse(home).reader() as con:
         state["table:snapshots"] = rows_checksum(con, "(SELECT * EXCLUDE (publication) FROM snapshots)")
         state["table:verdict_history"] = rows_checksum(

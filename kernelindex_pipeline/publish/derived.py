@@ -302,7 +302,7 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True,
     if spread is None:
         spread = claims.session_spread(con)  # once for the three claim tables
     with narrowed_scope(con, None if evidence_changed else RANKS_CHANGED):
-        checked = claims.claim_checks(con, reuse_intervals=not evidence_changed, spread=spread)
+        checked = claims.claim_checks(con, spread=spread)
         with registered(con, cc_new=checked):
             changed = replace_where(con, "claim_checks", IN_SCOPE_GROUPS, "SELECT * FROM cc_new ORDER BY ALL",
                                     key="comparison_key")

@@ -14,10 +14,12 @@ widening a single one, the checks at the source's own release) read the rows of 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 import kernels
@@ -55,16 +57,6 @@ CLAIM_CHECKS_SCHEMA = pa.schema([
     ("sessions", pa.int32()), ("session_intervals", pa.list_(SESSION_INTERVAL)), ("between_session_sd", pa.float64()),
     ("rerun_release", pa.string()), ("card_match", pa.string()),
 ])
-
-# The intervals already computed for rerun pairs: an interval depends only on the reruns' samples, so a
-# publication that brings no new evidence (the only kind that reuses them) takes them as they are.
-KNOWN_INTERVALS_SQL = """
-SELECT DISTINCT ON (c.rerun_a_run_id, c.rerun_b_run_id) c.rerun_a_run_id, c.rerun_b_run_id, c.rerun_ratio,
-    c.ci_low, c.ci_high, c.n_a, c.n_b, c.spread_a, c.spread_b, c.sessions, c.session_intervals, c.between_session_sd
-FROM claim_checks c SEMI JOIN _pairs p USING (rerun_a_run_id, rerun_b_run_id)
-WHERE c.ci_low IS NOT NULL AND c.spread_a IS NOT NULL AND c.sessions IS NOT NULL AND c.metric = 'latency'
-"""
-
 
 REPLICA_BUDGET_NOTE = (f"; the source's do_bench budget of {REPLICA_REPETITION_MS} ms allows no more repetitions "
                        "of a pass this long")
@@ -193,30 +185,11 @@ def _deterministic_interval(row: dict) -> rule.RatioInterval:
                                   deterministic=True)
 
 
-def _known_intervals(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> dict[tuple[str, str], tuple]:
-    """The stored intervals of the rerun pairs in `rows`, by (rerun a, rerun b): (pooled interval, the
-    between-session spread it was widened by, each session's interval where several were pooled)."""
-    pairs = {(r["rerun_a_run_id"], r["rerun_b_run_id"]) for r in rows if r["rerun_a_run_id"]}
-    with registered(con, _pairs=pa.table({"rerun_a_run_id": [a for a, _ in pairs], "rerun_b_run_id": [b for _, b in pairs]},
-                                          schema=pa.schema([("rerun_a_run_id", pa.string()), ("rerun_b_run_id", pa.string())]))):
-        known = {}
-        for a, b, ratio, low, high, n_a, n_b, spread_a, spread_b, sessions, per_session, between in con.execute(
-                KNOWN_INTERVALS_SQL).fetchall():
-            pooled = rule.RatioInterval(ratio, low, high, n_a, n_b, rule.bootstrap_method(), spread_a, spread_b,
-                                            sessions=sessions)
-            known[(a, b)] = pooled, between, [
-                (s, rule.RatioInterval(s["rerun_ratio"], s["ci_low"], s["ci_high"], s["n_a"], s["n_b"],
-                                           rule.bootstrap_method(), s["spread_a"], s["spread_b"]))
-                for s in per_session or []]
-    return known
-
-
-def claim_checks(con: duckdb.DuckDBPyConnection, reuse_intervals: bool = True, spread: dict | None = None) -> pa.Table:
+def claim_checks(con: duckdb.DuckDBPyConnection, spread: dict | None = None) -> pa.Table:
     """The `claim_checks` table: one row per source claim and rerun protocol, re-checked by the reruns of
-    the newest Liger-Kernel release they used. `reuse_intervals` takes the bootstrap intervals of a rerun
-    pair from the stored rows where there are some (not when the evidence changed); `spread` is
-    `session_spread(con)` where the caller has it already."""
-    out = _checked_claims(con, "current_release.release", "true", reuse_intervals, spread)
+    the newest Liger-Kernel release they used. `spread` is `session_spread(con)` where the caller has it
+    already."""
+    out = _checked_claims(con, "current_release.release", "true", spread)
     by_claim: dict[tuple, dict[str, str]] = {}
     for row in out:
         by_claim.setdefault((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})[row["protocol"]] = row["verdict"]
@@ -254,7 +227,7 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table, spread: di
         con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [[seed.external_id for seed in SEED_RECORDS]])
         at_source = _checked_claims(con, "cl.source_liger_version",
                                     "(cl.comparison_key, cl.a_run_id, cl.b_run_id) IN (SELECT * FROM _version_claims)",
-                                    reuse_intervals=False, spread=spread)
+                                    spread=spread)
         now = {(r["comparison_key"], r["a_run_id"], r["b_run_id"], r["protocol"]): r for r in current.to_pylist()}
         con.execute("DROP TABLE _version_claims")
     out = []
@@ -273,7 +246,7 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table, spread: di
     return pa.Table.from_pylist(out, schema=VERSION_CHECKS_SCHEMA)
 
 
-def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str, reuse_intervals: bool,
+def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: str,
                     spread: dict | None = None) -> list[dict]:
     """The claims `claim_filter` admits, each with its verdict or the reason it has none under each
     protocol, re-checked by the reruns of Liger-Kernel `release` (an expression over the claim `cl`)."""
@@ -287,7 +260,6 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
         other_dtype_reruns=OTHER_DTYPE_RERUNS_SQL,
         claim_filter=claim_filter, gpu_a=catalog.gpu_label_sql("a"), source_native=catalog.SOURCE_NATIVE,
         cards=catalog.CARDS_VALUES, card_matches=list(catalog.CARD_MATCHES)))
-    known = _known_intervals(con, rows) if reuse_intervals else {}
     artifacts = source_artifacts(con)
     checks = _failed_checks(con, rows)
     latency, out = [], []
@@ -317,7 +289,7 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
         elif "verdict" not in row:
             latency.append(row)
         out.append(row)
-    _check_latency(con, latency, known, spread)
+    _check_latency(con, latency, spread)
     _judge_hosts(out)
     for row in out:
         # A rerun can settle only a workload whose input shapes its parameters give.
@@ -346,17 +318,16 @@ def _judge_hosts(rows: list[dict]) -> None:
                 f"{rule.BARE_METAL_FLOOR_NS / 1000:.1f} µs); awaiting a host that can decide it"))
 
 
-def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict, spread: dict | None = None) -> None:
+def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], spread: dict | None = None) -> None:
     """Interval and verdict of each latency claim with a rerun pair, pooling its sessions; where it pooled
     several, each session's own interval and verdict too (`session_intervals`); where it has one, the
     interval widened by the spread between sessions of its kernel and protocol (`session_spread`)."""
-    fresh = [row for row in rows if (row["rerun_a_run_id"], row["rerun_b_run_id"]) not in known]
     if spread is None:
-        spread = session_spread(con) if any(len(row["session_a_run_ids"]) == 1 for row in fresh) else {}
-    samples = _samples_of(con, {run for r in fresh for side in ("session_a_run_ids", "session_b_run_ids")
+        spread = session_spread(con) if any(len(row["session_a_run_ids"]) == 1 for row in rows) else {}
+    samples = _samples_of(con, {run for r in rows for side in ("session_a_run_ids", "session_b_run_ids")
                                 for run in r[side]})
     jobs = []
-    for row in fresh:
+    for row in rows:
         paired = row["protocol"] == DEVICE_TIME  # device time interleaves a and b in the same rounds
         a_ids, b_ids = row["session_a_run_ids"], row["session_b_run_ids"]
         jobs.append({"source_ratio": row["source_ratio"], "paired": paired, "a_samples": [samples[r] for r in a_ids],
@@ -364,20 +335,15 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
         if len(a_ids) > 1:
             jobs += [{"source_ratio": row["source_ratio"], "paired": paired, "a_samples": [samples[a]],
                       "b_samples": [samples[b]], "a_key": (a,), "b_key": (b,)} for a, b in zip(a_ids, b_ids)]
-    checked = iter(rule.check_claims(jobs))
+    checked = iter(_bootstrapped(con, jobs))
     for row in rows:
-        stored = known.get((row["rerun_a_run_id"], row["rerun_b_run_id"]))
-        if stored:
-            pooled, between = _checked(row, stored[0]), stored[1]
-            each = [dict(s, **{k: _checked(row, i)[k] for k in ("verdict", "reason_code")}) for s, i in stored[2]]
-        else:
-            pooled, between = next(checked), None
-            if pooled["sessions"] == 1 and pooled["ci_low"] is not None:
-                between = spread.get((row["kernel"], row["protocol"]), spread.get((None, row["protocol"])))
-                pooled = _checked(row, rule.widened(_interval_of(pooled), between or 0.0))
-            each = [dict(next(checked), session=session, evidence_file=file, rerun_a_run_id=a, rerun_b_run_id=b)
-                    for session, file, a, b in zip(row["session_keys"], row["session_files"], row["session_a_run_ids"],
-                                                   row["session_b_run_ids"])] if len(row["session_keys"]) > 1 else []
+        pooled, between = next(checked), None
+        if pooled["sessions"] == 1 and pooled["ci_low"] is not None:
+            between = spread.get((row["kernel"], row["protocol"]), spread.get((None, row["protocol"])))
+            pooled = _checked(row, rule.widened(_interval_of(pooled), between or 0.0))
+        each = [dict(next(checked), session=session, evidence_file=file, rerun_a_run_id=a, rerun_b_run_id=b)
+                for session, file, a, b in zip(row["session_keys"], row["session_files"], row["session_a_run_ids"],
+                                               row["session_b_run_ids"])] if len(row["session_keys"]) > 1 else []
         row.update({k: pooled[k] for k in ("rerun_ratio", "ci_low", "ci_high", "spread_a", "spread_b", "sessions",
                                            "verdict", "reason", "reason_code")},
                    n_a=pooled["n_a"], n_b=pooled["n_b"], between_session_sd=between,
@@ -389,6 +355,53 @@ def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], known: dict
             row["reason"] += REPLICA_BUDGET_NOTE
         row["awaiting_rerun"] = (row["verdict"] == rule.NOT_RECHECKED and not budget_bound
                                  and row["reason_code"] in reasons.AWAITING)
+
+
+# What a bootstrap interval is computed from besides the samples: the method as RatioInterval.method names it
+# (resamples, chunks, confidence, seed), and this version of the computation.
+INTERVAL_INPUTS_VERSION = "1"
+
+
+def _inputs_digest(job: dict) -> str | None:
+    """The digest of a bootstrap job's inputs (each session's samples of a and b, paired or not, the method);
+    None where its samples cannot give an interval."""
+    h = hashlib.sha256(f"{INTERVAL_INPUTS_VERSION}|{rule.bootstrap_method()}|{job['paired']}".encode())
+    for side in ("a_samples", "b_samples"):
+        h.update(b"|%d" % len(job[side]))
+        for session in job[side]:
+            if not session:
+                return None
+            values = np.asarray(session, dtype=np.float64)
+            h.update(b"|%d:" % values.size + values.tobytes())
+    return h.hexdigest()
+
+
+def _bootstrapped(con: duckdb.DuckDBPyConnection, jobs: list[dict]) -> list[dict]:
+    """`rule.check_claims` of each job, its interval taken from `bootstrap_intervals` where the same inputs were
+    bootstrapped before; the intervals computed now are stored there."""
+    digests = [_inputs_digest(job) for job in jobs]
+    wanted = pa.table({"input_digest": pa.array(sorted({d for d in digests if d}), pa.string())})
+    with registered(con, _wanted=wanted):
+        stored = {d: rule.RatioInterval(ratio, low, high, n_a, n_b, method, spread_a, spread_b, sessions=sessions)
+                  for d, ratio, low, high, n_a, n_b, spread_a, spread_b, sessions, method in con.execute(
+                      "SELECT * FROM bootstrap_intervals SEMI JOIN _wanted USING (input_digest)").fetchall()}
+    computed = iter(rule.check_claims([job for job, d in zip(jobs, digests) if d not in stored]))
+    out, new = [], {}
+    for job, digest in zip(jobs, digests):
+        if digest in stored:
+            out.append({**job, **_checked(job, stored[digest])})
+            continue
+        result = next(computed)
+        out.append(result)
+        if digest and result["ci_low"] is not None:
+            new[digest] = result
+    if new:
+        fields = ("rerun_ratio", "ci_low", "ci_high", "n_a", "n_b", "spread_a", "spread_b", "sessions")
+        rows = [{"input_digest": d, **{f: r[f] for f in fields},
+                 "method": rule.bootstrap_method(sessions=r["sessions"], paired=r["paired"])} for d, r in new.items()]
+        with registered(con, _new_intervals=pa.Table.from_pylist(rows)):
+            con.execute("INSERT INTO bootstrap_intervals BY NAME SELECT * FROM _new_intervals")
+    return out
 
 
 def session_spread(con: duckdb.DuckDBPyConnection) -> dict[tuple[str | None, str], float]:

@@ -54,6 +54,11 @@ CREATE TABLE IF NOT EXISTS evidence_quarantine (
     revision_key VARCHAR, source VARCHAR, source_revision VARCHAR, line_number BIGINT, reason VARCHAR,
     raw_line VARCHAR);
 CREATE TABLE IF NOT EXISTS ingest_state (key VARCHAR, value VARCHAR);
+-- Bootstrap intervals by the digest of their inputs (verdicts/claims.py): computed once, whatever brings a claim
+-- into a publication's scope.
+CREATE TABLE IF NOT EXISTS bootstrap_intervals (
+    input_digest VARCHAR, rerun_ratio DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_a BIGINT, n_b BIGINT,
+    spread_a DOUBLE, spread_b DOUBLE, sessions INTEGER, method VARCHAR);
 CREATE TABLE IF NOT EXISTS claim_checks (
     comparison_key VARCHAR, kernel VARCHAR, operation_mode VARCHAR, metric VARCHAR, workload_slug VARCHAR,
     source_gpu VARCHAR, a_implementation VARCHAR, a_provider VARCHAR, a_run_id VARCHAR, b_implementation VARCHAR,
