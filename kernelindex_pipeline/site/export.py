@@ -544,7 +544,7 @@ def group_page(key: str, ranked: list[dict], others: list[dict], workload: str,
 # warehouse. Small warehouses stay in one process, which starts sooner than a pool.
 EXPORT_WORKERS_MAX = 4
 SHARD_TEXT_BYTES = 3 * 2**20
-SHARD_MEMORY = "128MB"
+SHARD_MEMORY = "192MB"
 PARALLEL_FROM_RUNS = 20_000
 FETCH_ROWS = 1_000
 
