@@ -16,6 +16,8 @@ history repeated N times (each copy earlier in time, under new commits and run i
 (h) with `--real-nightly K`, a nightly that finds the K newest real gh-pages revisions on top of the rest of
     both sources (a home built without them first);
 and the peak RSS of each command (its processes together).
+
+Long because each of these measures is a function of its own, beside the synthetic history they share.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,10 +36,13 @@ def published(work: Path) -> dict:
     env.update(KERNELINDEX_HOME=str(work / "home"), KERNELINDEX_EVIDENCE=str(work / "evidence"),
                KERNELINDEX_ATTESTATIONS=str(work / "no-attestations"), PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "kernelindex_pipeline.cli"]
+    started = datetime.now(timezone.utc).date().isoformat()
     for args in (["ingest", "--source", str(source)], ["export", "--format", "json", str(work / "json")],
                  ["export", "--format", "html", str(work / "html")]):
         subprocess.run(command + args, cwd=REPO, env=env, check=True, capture_output=True, timeout=600)
-    return summarise(work / "home", [work / "json", work / "html"])
+    # A new run's page prints the day it was first published: the day of the build, whichever day that is.
+    build_days = tuple({started, datetime.now(timezone.utc).date().isoformat()})
+    return summarise(work / "home", [work / "json", work / "html"], build_days)
 
 
 def test_a_build_publishes_the_recorded_bytes(tmp_path):

@@ -54,16 +54,26 @@ def warehouse_digests(home: Path) -> dict[str, str]:
     return out
 
 
-def tree_digests(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+def tree_digests(root: Path, build_days: tuple[str, ...] = ()) -> dict[str, str]:
+    """{file: sha256}, each of `build_days` (the days the build ran, as pages print them: a new run's
+    "Published" day) replaced by one placeholder first."""
+    if not build_days:
+        return {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+    out = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        for day in build_days:
+            data = data.replace(day.encode(), b"BUILD-DAY")
+        out[str(path.relative_to(root))] = hashlib.sha256(data).hexdigest()
+    return out
 
 
-def summarise(home: Path | None, exports: list[Path]) -> dict:
+def summarise(home: Path | None, exports: list[Path], build_days: tuple[str, ...] = ()) -> dict:
     out: dict = {}
     if home is not None:
         out["warehouse"] = warehouse_digests(home)
     for root in exports:
-        files = tree_digests(root)
+        files = tree_digests(root, build_days)
         listing = "".join(f"{k}\t{v}\n" for k, v in files.items()).encode()
         out[f"export:{root.name}"] = {"files": len(files), "sha256": hashlib.sha256(listing).hexdigest(),
                                       "per_file": files}
