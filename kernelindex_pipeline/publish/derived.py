@@ -296,7 +296,7 @@ def narrowed_scope(con: duckdb.DuckDBPyConnection, groups: str | None):
 
 def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True, spread: dict | None = None) -> StepResult:
     """Claim checks of the comparison groups in scope whose ranks changed, or all of them where the evidence
-    changed (their bootstrap intervals computed again only then), their checks at the source's Liger release,
+    changed (each bootstrap interval computed only for inputs not bootstrapped before), their checks at the source's Liger release,
     the verdict history, and the listing-time claims of the replaced runs of the groups whose listings changed.
     `spread`: `claims.session_spread(con)` where the caller has read it."""
     if spread is None:

@@ -377,13 +377,12 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], 
         protocols.update(found.protocols)
         environments.update(found.environments)
         workloads.update(found.workloads)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE c_loaded AS SELECT run_id, kernel FROM {staged}")
     if not reload:
         con.execute("DELETE FROM controlled_runs USING c_new WHERE controlled_runs.run_id = c_new.run_id "
                     "AND controlled_runs.evidence_file < c_new.evidence_file")
         con.execute("INSERT INTO controlled_runs SELECT * FROM c_new "
                     "WHERE run_id NOT IN (SELECT run_id FROM controlled_runs)")  # else a later file's record stands
-    con.execute(f"CREATE OR REPLACE TEMP TABLE c_loaded AS SELECT run_id, kernel FROM {staged}")
-    if not reload:
         con.execute("DROP TABLE c_new")
     changed = bool(new) or reload
     if reload:
