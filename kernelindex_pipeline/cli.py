@@ -138,6 +138,7 @@ def ingest(sources: list[str]) -> dict:
             return {"new_revisions": 0, "ran": False, "revisions": len(listed)}
 
         _progress(f"materializing {len(new.to_fetch) or len(listed)} upstream revision(s) through Dagster…")
+        wh.prestage()  # the next generation's copy of the live file, while Dagster starts
         with wh.writer_lock():  # the first write: a home that cannot be written says so here
             instance = _dagster_instance(wh)
             with _dagster_storage(instance):

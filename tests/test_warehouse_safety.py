@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import (
     BASE_REVISIONS,
@@ -388,3 +389,31 @@ def test_a_home_whose_runs_text_is_not_compressed_is_migrated_with_every_record_
                                       "WHERE column_name = 'run' AND segment_type = 'VARCHAR'")} == {"ZSTD"}
     after = dict(query(home, "SELECT run_id, manifest FROM manifests"))
     assert len(after) > len(before) and all(after[rid] == text for rid, text in before.items())
+
+
+def test_the_next_generation_starts_from_the_copy_prestaged_of_the_live_one_and_never_a_stale_one(
+        tmp_path, base_warehouse, next_source, next_warehouse):
+    """`kernelindex ingest` copies the live DuckDB file while Dagster starts (`Warehouse.prestage`); the
+    publication takes that copy when it is of the generation still live, and discards copies of older
+    generations and half-made ones."""
+    home = copy_home(base_warehouse, tmp_path / "home")
+    wh = Warehouse(home)
+    live = wh.db_path.resolve()
+    stale = wh.generations_dir / ".prestaged-20000101T000000-00000000"
+    half_made = wh.generations_dir / ".prestaging-0123"
+    for folder in (stale, half_made):
+        folder.mkdir()
+        (folder / "kernelindex.duckdb").write_bytes(b"not a warehouse")
+    wh.prestage()
+    wh._await_prestage()
+    prestaged = wh.generations_dir / f".prestaged-{live.parent.name}" / "kernelindex.duckdb"
+    assert prestaged.read_bytes() == live.read_bytes()
+    # marked, to tell the prestaged copy from a copy the publication would make itself
+    with duckdb.connect(str(prestaged)) as con:
+        con.execute("CREATE TABLE prestage_marker AS SELECT 1 AS x")
+    ingest(home, next_source)
+    assert query(home, "SELECT count(*) FROM prestage_marker") == [(1,)]
+    assert not [p.name for p in wh.generations_dir.glob(".*")]
+    with Warehouse(home).reader() as con, Warehouse(next_warehouse).reader() as reference:
+        for table in ("runs", "ranks", "quarantine", "claim_checks"):
+            assert table_checksum(con, table) == table_checksum(reference, table), table

@@ -2,7 +2,8 @@
 
 A warehouse is published in *generations*. A writer builds the next generation beside the live one
 (a copy of the live DuckDB file, changed, then its Parquet set written) and publishes it with one atomic
-rename of the `current` link; `kernelindex.duckdb` and `tables/` are fixed links through `current`. So:
+rename of the `current` link; `kernelindex.duckdb` and `tables/` are fixed links through `current`. The
+copy can be made ahead, while other work runs (`prestage`). So:
 
 - a failure or kill at any instant leaves the previous generation, byte for byte, as the live one;
 - readers take no lock and never block the writer: a session keeps reading the generation it opened
@@ -26,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import urllib.parse
 import uuid
@@ -180,18 +182,24 @@ class Warehouse:
 
     @contextlib.contextmanager
     def publish(self) -> Iterator[Staging]:
-        """Build the next generation from a copy of the live one, then make it live with one rename.
+        """Build the next generation from a copy of the live one (the one `prestage` made, where it made one
+        of the generation live now), then make it live with one rename.
 
         The body changes `staging.con` and sets `staging.changed`; nothing is published when it stays
         False or the body raises. A failure says what failed and why, and leaves the live generation as it was."""
         with self.writer_lock():
-            self._discard_unpublished()
+            self._await_prestage()
+            prestaged = self._prestaged_path()
+            self._discard_unpublished(keep=prestaged)
             path = self.generations_dir / f".staging-{uuid.uuid4().hex}"
             try:
-                path.mkdir(parents=True)
                 db = path / "kernelindex.duckdb"
-                if self.exists():
-                    shutil.copyfile(self.db_path.resolve(), db)
+                if prestaged is not None and prestaged.is_dir():
+                    os.rename(prestaged, path)
+                else:
+                    path.mkdir(parents=True)
+                    if self.exists():
+                        shutil.copyfile(self.db_path.resolve(), db)
                 con = _connect_staging(db)
             except (OSError, duckdb.Error) as exc:
                 shutil.rmtree(path, ignore_errors=True)
@@ -223,6 +231,30 @@ class Warehouse:
                 shutil.rmtree(path, ignore_errors=True)  # published generations have been renamed away
         self._collect_generations()
 
+    def prestage(self) -> None:
+        """Start copying the live generation's DuckDB file for the next publication, in a thread of this
+        process, so that the copy (I/O) overlaps the work before the publication (CPU) rather than adding
+        to it. A live generation never changes, so a copy named after it is a copy of what is live while
+        that name is; the copy takes the name only once complete and on disk. Returns at once."""
+        target, key = self._prestaged_path(), self.home.resolve()
+        if target is None or target.exists() or key in _PRESTAGING:
+            return
+        thread = threading.Thread(target=_prestage, args=(self.db_path.resolve(), target), name="prestage",
+                                  daemon=True)
+        _PRESTAGING[key] = thread
+        thread.start()
+
+    def _await_prestage(self) -> None:
+        thread = _PRESTAGING.pop(self.home.resolve(), None)
+        if thread is not None:
+            thread.join()
+
+    def _prestaged_path(self) -> Path | None:
+        """Where `prestage` puts its copy of the live generation's file: a folder named after that generation."""
+        if not self.current.is_symlink() or not self.exists():
+            return None
+        return self.generations_dir / f".prestaged-{self.current.resolve().name}"
+
     def _make_live(self, staged: Path) -> None:
         """Rename the staged generation into place, then swap `current` to it: the one atomic step."""
         _fsync_tree(staged)
@@ -250,11 +282,13 @@ class Warehouse:
                 wal.unlink()
             os.symlink(Path("current") / name, path)
 
-    def _discard_unpublished(self) -> None:
-        """Staging left by a writer that died (the lock says no writer is running now)."""
+    def _discard_unpublished(self, keep: Path | None = None) -> None:
+        """Staging left by a writer that died (the lock says no writer is running now), and copies `prestage`
+        made or is making, but `keep` (the live generation's)."""
         if self.generations_dir.is_dir():
-            for path in self.generations_dir.glob(".staging-*"):
-                shutil.rmtree(path, ignore_errors=True)
+            for path in self.generations_dir.glob(".*"):
+                if path.name.startswith((".staging-", ".prestaging-", ".prestaged-")) and path != keep:
+                    shutil.rmtree(path, ignore_errors=True)
         for link in self.home.glob(".current-*"):
             link.unlink(missing_ok=True)
 
@@ -306,6 +340,24 @@ class Warehouse:
 
     def landed_references(self) -> list[dict]:
         return _read_records(self.landing_dir / "references")
+
+
+# This process's `prestage` threads, by home.
+_PRESTAGING: dict[Path, threading.Thread] = {}
+
+
+def _prestage(live: Path, target: Path) -> None:
+    partial = target.with_name(f".prestaging-{uuid.uuid4().hex}")
+    try:
+        partial.mkdir(parents=True)
+        copy = partial / live.name
+        shutil.copyfile(live, copy)
+        with open(copy, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.rename(partial, target)
+        _fsync_dir(target.parent)
+    except OSError:  # a publication copies the file itself
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _read_records(directory: Path) -> list[dict]:
