@@ -96,7 +96,7 @@ def test_two_ingests_at_once_end_as_one(tmp_path, base_warehouse, next_warehouse
 
 def test_old_generations_are_collected(tmp_path, base_warehouse):
     home = copy_home(base_warehouse, tmp_path / "home")
-    for n in range(BASE_REVISIONS + 1, BASE_REVISIONS + 5):
+    for n in range(BASE_REVISIONS + 1, BASE_REVISIONS + 4):  # three publications: one generation more than kept
         ingest(home, write_snapshot_dir(tmp_path / f"source-{n}", main_rows()[:n]))
     generations = [p for p in (home / "generations").iterdir()]
     assert len(generations) == 3, generations  # the live one and the two before it
