@@ -409,7 +409,7 @@ def test_the_next_generation_starts_from_the_copy_prestaged_of_the_live_one_and_
         folder.mkdir()
         (folder / "kernelindex.duckdb").write_bytes(b"not a warehouse")
     wh.prestage()
-    wh._await_prestage()
+    wh.await_prestage()
     prestaged = wh.generations_dir / f".prestaged-{live.parent.name}" / "kernelindex.duckdb"
     assert prestaged.read_bytes() == live.read_bytes()
     # marked, to tell the prestaged copy from a copy the publication would make itself

@@ -188,7 +188,7 @@ class Warehouse:
         The body changes `staging.con` and sets `staging.changed`; nothing is published when it stays
         False or the body raises. A failure says what failed and why, and leaves the live generation as it was."""
         with self.writer_lock():
-            self._await_prestage()
+            self.await_prestage()
             prestaged = self._prestaged_path()
             self._discard_unpublished(keep=prestaged)
             path = self.generations_dir / f".staging-{uuid.uuid4().hex}"
@@ -244,7 +244,8 @@ class Warehouse:
         _PRESTAGING[key] = thread
         thread.start()
 
-    def _await_prestage(self) -> None:
+    def await_prestage(self) -> None:
+        """Wait for this process's `prestage` of this home, if one runs."""
         thread = _PRESTAGING.pop(self.home.resolve(), None)
         if thread is not None:
             thread.join()
