@@ -38,6 +38,16 @@ def liger_attr(device_tensor, module: str, name: str, *, package: str = "liger_k
         raise Unavailable(f"{what} not importable: {exc}") from exc
 
 
+def liger_op(device_tensor, module: str, name: str):
+    """The ``name`` autograd Function of Liger-Kernel's ops, as ``liger_kernel.ops`` exports it (where this
+    release's dispatch picks the backend: LIGER_KERNEL_IMPL), else from ``liger_kernel.ops.<module>``: a
+    release before 0.7.0 exports nothing from ``liger_kernel.ops`` itself."""
+    try:
+        return liger_attr(device_tensor, "ops", name, package="liger_kernel", what="liger_kernel.ops")
+    except Unavailable:
+        return liger_attr(device_tensor, module, name, package="liger_kernel.ops", what="liger_kernel.ops")
+
+
 def liger_label(name: str, how: str = "") -> str:
     """The label of a Liger-Kernel provider: its version, the class or function ``name``, and ``how`` it runs."""
     return f"Liger-Kernel {version_label('liger-kernel')} {name}" + (f" ({how})" if how else "")

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import adapter_checks as ac  # first: sets TRITON_INTERPRET before triton is imported
 import importlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from conftest import REPO
 from adapter_checks import (  # noqa: F401 (the autouse fixture)
     DTYPES,
     SEEDS,
@@ -172,3 +178,22 @@ def test_torch_baselines_keep_upstreams_precision():
         (out,) = impl.build("torch", inputs, params).fn()
         assert out.dtype == torch.bfloat16
         assert torch.count_nonzero(torch.triu(out, diagonal=1)) == 0
+
+
+def test_liger_before_0_7_is_taken_from_its_ops_submodule(tmp_path):
+    """A Liger release before 0.7.0 exports nothing from `liger_kernel.ops` itself (its `__init__` is
+    empty): the adapters take the Function from its module there, as upstream's scripts at that release did.
+    Here the installed release with the older layout: its `ops/__init__.py` emptied."""
+    import liger_kernel
+
+    old = tmp_path / "liger_kernel"
+    shutil.copytree(Path(liger_kernel.__file__).parent, old, ignore=shutil.ignore_patterns("__pycache__"))
+    (old / "ops" / "__init__.py").write_text("")
+    probe = ("import torch, liger_kernel.ops as ops; from kernels.providers import liger_op; "
+             "f = liger_op(torch.zeros(1), 'fused_neighborhood_attention', 'LigerFusedNeighborhoodAttentionFunction'); "
+             "print(ops.__file__, hasattr(ops, f.__name__), f.__module__, f.__name__)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(old / "ops" / "__init__.py"), "False",
+                                   "liger_kernel.ops.fused_neighborhood_attention", "LigerFusedNeighborhoodAttentionFunction"]

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.adapter import Adapter, Built
-from kernels.providers import liger_attr, liger_label
+from kernels.providers import liger_label, liger_op
 from kernels.spec import DTYPE_BYTES
 from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, randn
 
@@ -85,7 +85,7 @@ class FusedMoE(Adapter):
         return self.built(lambda: (moe(*args),), leaves, label)
 
     def _liger(self, provider, inputs, params) -> Built:
-        fused = liger_attr(inputs["x"], "ops", "LigerFusedMoEFunction", package="liger_kernel", what="liger_kernel.ops")
+        fused = liger_op(inputs["x"], "fused_moe", "LigerFusedMoEFunction")
         return self._routed(fused.apply, inputs, liger_label("LigerFusedMoEFunction", "Triton"))
 
     def _huggingface(self, provider, inputs, params) -> Built:

@@ -24,7 +24,7 @@ import math
 import torch
 
 from kernels.adapter import Adapter, Built
-from kernels.providers import liger_attr, liger_label
+from kernels.providers import liger_label, liger_op
 from kernels.tensors import RERUN_BYTES, Draws, input_shapes, leaf_copies, numel, per_mode
 
 # The upstream modules' defaults, used where a workload leaves them out.
@@ -99,7 +99,7 @@ class FusedNeighborhoodAttention(Adapter):
                           leaves, label)
 
     def _liger(self, provider, inputs, params) -> Built:
-        function = liger_attr(inputs["q"], "ops", "LigerFusedNeighborhoodAttentionFunction", package="liger_kernel")
+        function = liger_op(inputs["q"], "fused_neighborhood_attention", "LigerFusedNeighborhoodAttentionFunction")
         label = (liger_label("LigerFusedNeighborhoodAttentionFunction", "Triton")
                  + ", the attention of LigerFusedNeighborhoodAttention without its projections")
         return self._attention(function.apply, inputs, params, label)
