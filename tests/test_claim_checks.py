@@ -334,8 +334,11 @@ def test_the_targets_at_a_source_release_are_the_claims_not_yet_run_there(decide
 
     with Warehouse(decided_home).reader() as con:
         by_release = release_targets(con)
-        [(not_run,)] = con.execute("SELECT count(DISTINCT source_liger_version) FROM version_checks "
-                                   "WHERE version_effect = 'not_run'").fetchall()
+        # Peak memory under the source replica, which times latency only, is not run at any release: no
+        # rerun settles it, so no target is listed for it.
+        [(not_run,)] = con.execute("SELECT count(DISTINCT source_liger_version) FROM version_checks WHERE "
+                                   "version_effect = 'not_run' AND NOT (protocol = 'source-replica' AND "
+                                   "metric = 'peak_memory')").fetchall()
     assert len(by_release) == not_run and "0.6.1" in by_release
     seed = [t for t in by_release["0.6.1"] if t["kernel"] == "llama4_rope" and t["params"] == SEED_PARAMS]
     assert len(seed) == 1 and set(seed[0]["providers"]) == {"liger", "huggingface"}

@@ -121,3 +121,20 @@ def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(shipped
             "WHERE k.kernel = 'dyt' AND NOT c.compile_recorded AND k.verdict <> 'not re-checked'").fetchall()[0][0]
     assert pairs[True][0] > 100 and pairs[True][1] == 0, pairs
     assert unrecorded_verdicts == 0
+
+
+def test_release_targets_leave_out_what_no_rerun_settles(shipped_warehouse):
+    """A workload whose only claims not run at the source's release are peak memory under the source replica
+    (which times latency only) is no target at that release."""
+    from kernelindex_pipeline.gpu.targets import release_targets
+
+    with shipped_warehouse.reader() as con:
+        by_release = release_targets(con)
+        memory_only = con.execute(
+            "SELECT v.source_liger_version, r.workload_digest FROM version_checks v JOIN runs r ON r.run_id = "
+            "v.a_run_id GROUP BY ALL HAVING bool_or(v.version_effect = 'not_run') AND bool_and("
+            "v.version_effect <> 'not_run' OR (v.protocol = 'source-replica' AND v.metric = 'peak_memory'))"
+        ).fetchall()
+    listed = {(release, d) for release, targets in by_release.items() for t in targets for d in t["workload_digests"]}
+    assert memory_only and listed
+    assert not listed & set(memory_only)
