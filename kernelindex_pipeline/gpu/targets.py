@@ -16,10 +16,10 @@ from pathlib import Path
 import kernels
 from kernels.adapter import load_adapter
 
-from kernelindex_pipeline.core.catalog import CARDS_VALUES, GPUS, SOURCE_NATIVE, gpu_label_sql
+from kernelindex_pipeline.core.catalog import (CARDS_VALUES, GPUS, PROTOCOL_NAMES, SOURCE_NATIVE,
+                                               SOURCE_REPLICA_FAMILY, gpu_label_sql)
 from kernelindex_pipeline.gpu.protocol import TIMED_MODES
 from kernelindex_pipeline.gpu.workloads import PROVIDER_TAGS, input_bytes, tagged, tensor_dtype, write_targets
-from kernelindex_pipeline.verdicts.claims import REPLICA
 
 THREE = ["liger", "huggingface", "kernelindex"]
 
@@ -110,7 +110,7 @@ VERSION_TARGETS_SQL = f"""
 SELECT DISTINCT v.source_liger_version, r.workload_digest, v.a_provider, v.b_provider
 FROM version_checks v JOIN runs r ON r.run_id = v.a_run_id
 WHERE v.version_effect = 'not_run' AND v.source_liger_version IS NOT NULL
-  AND NOT (v.protocol = '{REPLICA}' AND v.metric <> 'latency')
+  AND NOT (v.protocol = '{PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY]}' AND v.metric <> 'latency')
   AND v.operation_mode IN ({", ".join(f"'{m}'" for m in TIMED_MODES)})
 """
 
