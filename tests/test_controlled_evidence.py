@@ -123,13 +123,15 @@ def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(shipped
     assert unrecorded_verdicts == 0
 
 
-def test_release_targets_leave_out_what_no_rerun_settles(shipped_warehouse):
+def test_release_targets_leave_out_what_no_rerun_settles_and_put_unmeasured_workloads_first(shipped_warehouse):
     """A workload whose only claims not run at the source's release are peak memory under the source replica
-    (which times latency only) is no target at that release."""
+    (which times latency only) is no target at that release; the workloads no session at the release has
+    measured come before those one has."""
     from kernelindex_pipeline.gpu.targets import release_targets
 
     with shipped_warehouse.reader() as con:
         by_release = release_targets(con)
+        measured = set(con.execute("SELECT DISTINCT liger_version, workload_digest FROM controlled_runs").fetchall())
         memory_only = con.execute(
             "SELECT v.source_liger_version, r.workload_digest FROM version_checks v JOIN runs r ON r.run_id = "
             "v.a_run_id GROUP BY ALL HAVING bool_or(v.version_effect = 'not_run') AND bool_and("
@@ -138,3 +140,7 @@ def test_release_targets_leave_out_what_no_rerun_settles(shipped_warehouse):
     listed = {(release, d) for release, targets in by_release.items() for t in targets for d in t["workload_digests"]}
     assert memory_only and listed
     assert not listed & set(memory_only)
+    orders = {release: [any((release, d) in measured for d in t["workload_digests"]) for t in targets]
+              for release, targets in by_release.items()}
+    assert all(order == sorted(order) for order in orders.values()), orders
+    assert any(len(set(order)) == 2 for order in orders.values())

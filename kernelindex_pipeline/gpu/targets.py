@@ -105,9 +105,11 @@ WHERE status_code = 'no_rerun_provider'
 
 # Workloads whose claims wait for a rerun at the Liger-Kernel release the source measured (version_checks),
 # but those no rerun settles: peak memory under the source replica, which times latency only, and passes the
-# harness does not time.
+# harness does not time; and whether any rerun at that release measured the workload yet.
 VERSION_TARGETS_SQL = f"""
-SELECT DISTINCT v.source_liger_version, r.workload_digest, v.a_provider, v.b_provider
+SELECT DISTINCT v.source_liger_version, r.workload_digest, v.a_provider, v.b_provider,
+    EXISTS (SELECT 1 FROM controlled_runs c WHERE c.workload_digest = r.workload_digest
+            AND c.liger_version = v.source_liger_version) AS measured
 FROM version_checks v JOIN runs r ON r.run_id = v.a_run_id
 WHERE v.version_effect = 'not_run' AND v.source_liger_version IS NOT NULL
   AND NOT (v.protocol = '{PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY]}' AND v.metric <> 'latency')
@@ -239,10 +241,15 @@ def replication_targets(con, fraction: float = 0.1, seed: int = 0, card: str | N
 
 def release_targets(con) -> dict[str, list[dict]]:
     """{Liger-Kernel release: the targets a session with that release installed measures}: the workloads of
-    the claims `version_checks` has not run at the source's release, with the claims' providers alone."""
+    the claims `version_checks` has not run at the source's release, with the claims' providers alone; those
+    no session at the release has measured yet first, so that a session cut short has still met the most
+    claims."""
     wanted: dict[str, dict[str, set[str]]] = {}
-    for release, digest, a, b in con.execute(VERSION_TARGETS_SQL).fetchall():
+    measured: set[tuple[str, str]] = set()
+    for release, digest, a, b, seen in con.execute(VERSION_TARGETS_SQL).fetchall():
         wanted.setdefault(release, {}).setdefault(digest, set()).update((a, b))
+        if seen:
+            measured.add((release, digest))
     every = warehouse_targets(con)
     out = {}
     for release, workloads in sorted(wanted.items()):
@@ -252,7 +259,7 @@ def release_targets(con) -> dict[str, list[dict]]:
             kept = [p for p in t["providers"] if p in providers]
             if kept:
                 chosen.append({**t, "providers": kept, "aliases": {p: b for p, b in t["aliases"].items() if p in kept}})
-        out[release] = chosen
+        out[release] = sorted(chosen, key=lambda t: any((release, d) in measured for d in t["workload_digests"]))
     return out
 
 
