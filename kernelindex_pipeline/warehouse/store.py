@@ -239,8 +239,8 @@ class Warehouse:
         target, key = self._prestaged_path(), self.home.resolve()
         if target is None or target.exists() or key in _PRESTAGING:
             return
-        thread = threading.Thread(target=_prestage, args=(self.db_path.resolve(), target), name="prestage",
-                                  daemon=True)
+        live = self.generations_dir / target.name.removeprefix(".prestaged-") / self.db_path.name
+        thread = threading.Thread(target=_prestage, args=(live, target), name="prestage", daemon=True)
         _PRESTAGING[key] = thread
         thread.start()
 
@@ -251,7 +251,8 @@ class Warehouse:
             thread.join()
 
     def _prestaged_path(self) -> Path | None:
-        """Where `prestage` puts its copy of the live generation's file: a folder named after that generation."""
+        """Where `prestage` puts its copy of the live generation's file: a folder named after that generation
+        (the file copied is found from the name, so the two always agree)."""
         if not self.current.is_symlink() or not self.exists():
             return None
         return self.generations_dir / f".prestaged-{self.current.resolve().name}"
