@@ -3,7 +3,9 @@ revisions and one committed rerun session) and its JSON and HTML exports, digest
 `tools/published_digests.py`, equal the digests recorded in `fixtures/published-digests.json`.
 
 The recorded digests were written by the code before the pipeline was grouped by domain, so this test is the
-proof that the move changed no published byte. A change meant to alter what is published rewrites them
+proof that the move changed no published byte; the bootstrap intervals' (and the claims' and statements' that
+carry them) were written again once the intervals stopped depending on the CPU's numpy kernels, on a machine
+without AVX-512, whose results they kept. A change meant to alter what is published rewrites them
 (`python tests/test_published_bytes.py --write`), and the fixture's diff names every table and file it touched."""
 
 from __future__ import annotations

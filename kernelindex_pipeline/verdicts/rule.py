@@ -352,6 +352,16 @@ def _sorted_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     return values[lo] + (h - lo) * (values[hi] - values[lo])
 
 
+def _log_quantile(values: np.ndarray, q: float) -> float:
+    """numpy's linear quantile `q` of the logs of a sorted positive array, the log taken of the two values it
+    lies between alone, by the C library: numpy's vectorized log differs in its last bits between CPUs (its
+    AVX-512 kernels), and an interval published from the same samples does not."""
+    h = (values.size - 1) * q
+    lo = math.floor(h)
+    below, above = math.log(values[lo]), math.log(values[min(lo + 1, values.size - 1)])
+    return below + (h - lo) * (above - below)
+
+
 @dataclass(frozen=True)
 class _Side:
     """One side's samples, pooled over its sessions and sorted, with the chunk each value came from."""
@@ -476,15 +486,15 @@ class _Bootstrap:
             single = [side for side, x in (("a", side_a), ("b", side_b)) if x.values.size < 2]
             return RatioInterval(ratio, None, None, method=f"no interval: a single sample of {' and '.join(single)}",
                                  **common)
-        ratios = np.sort(np.log(self._medians[wanted[1]] / self._medians[wanted[0]]))
+        ratios = np.sort(self._medians[wanted[1]] / self._medians[wanted[0]])
         # A bootstrap over u units spreads a mean (u - 1) / u as widely as it varies: widened by the inverse.
         sessions = len(side_a.shape)
         units = sessions if sessions > 1 else max(side_a.shape + side_b.shape)
         widen = math.sqrt(units / (units - 1)) if units > 1 else 1.0
         tail = (1 - t.confidence) / 2
-        low, high = np.exp(math.log(ratio) + widen * (_sorted_quantiles(ratios, (tail, 1 - tail)) - math.log(ratio)))
-        return RatioInterval(ratio, float(low), float(high), method=bootstrap_method(t, self.seed, sessions, paired),
-                             **common)
+        low, high = (math.exp(math.log(ratio) + widen * (_log_quantile(ratios, q) - math.log(ratio)))
+                     for q in (tail, 1 - tail))
+        return RatioInterval(ratio, low, high, method=bootstrap_method(t, self.seed, sessions, paired), **common)
 
     def _side(self, sessions: list[np.ndarray], key: Hashable | None) -> _Side:
         if key is not None and key in self._sides:
