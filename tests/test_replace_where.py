@@ -35,3 +35,13 @@ def test_replace_if_changed_tells_an_unchanged_table(con):
     assert replace_if_changed(con, "t", ROWS) is False
     assert replace_if_changed(con, "t", "SELECT * FROM t WHERE k = 1") is True
     assert con.execute("SELECT count(*) FROM t").fetchall() == [(1,)]
+
+
+@pytest.mark.parametrize("options", [{}, {"key": "k", "compare": f"k, {ROW_DIGEST}"}], ids=["whole table", "by key"])
+def test_a_query_of_other_types_than_the_tables_compares_by_value(con, options):
+    """Row digests are taken in the table's types: the same values as DECIMAL where the table holds DOUBLE
+    (whose hashes differ) are no change."""
+    decimals = ROWS.replace("1.5", "1.5::DECIMAL(2, 1)").replace("2.0", "2.0::DECIMAL(2, 1)")
+    assert replace_where(con, "t", "true", decimals, **options) is False
+    assert replace_where(con, "t", "true", decimals.replace("1.5", "2.5"), **options) is True
+    assert con.execute("SELECT nested FROM t WHERE k = 1").fetchall() == [([{"s": 2.5}],)]
