@@ -44,7 +44,7 @@ is the same check over `claim_checks`.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
@@ -344,21 +344,14 @@ def _sessions(samples) -> tuple[list[np.ndarray] | None, str | None]:
     return sessions, None
 
 
-def _sorted_quantiles(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-    """numpy's default (linear) quantiles of a sorted array."""
-    h = (values.size - 1) * np.asarray(qs)
-    lo = np.floor(h).astype(np.intp)
-    hi = np.minimum(lo + 1, values.size - 1)
-    return values[lo] + (h - lo) * (values[hi] - values[lo])
-
-
-def _log_quantile(values: np.ndarray, q: float) -> float:
-    """numpy's linear quantile `q` of the logs of a sorted positive array, the log taken of the two values it
-    lies between alone, by the C library: numpy's vectorized log differs in its last bits between CPUs (its
-    AVX-512 kernels), and an interval published from the same samples does not."""
+def _sorted_quantile(values: np.ndarray, q: float, of: Callable[[float], float] = float) -> float:
+    """numpy's default (linear) quantile `q` of `of` of a sorted array's values, `of` (monotonic) taken of the
+    two values the quantile lies between alone. `math.log` so, rather than numpy's vectorized log over the
+    array: that differs in its last bits between CPUs (its AVX-512 kernels), and an interval published from
+    the same samples does not."""
     h = (values.size - 1) * q
     lo = math.floor(h)
-    below, above = math.log(values[lo]), math.log(values[min(lo + 1, values.size - 1)])
+    below, above = of(values[lo]), of(values[min(lo + 1, values.size - 1)])
     return below + (h - lo) * (above - below)
 
 
@@ -384,7 +377,7 @@ class _Side:
         values = np.concatenate(sessions)
         order = np.argsort(values, kind="stable")
         values = values[order]
-        p20, median, p80 = _sorted_quantiles(values, (0.2, 0.5, 0.8))
+        p20, median, p80 = (_sorted_quantile(values, q) for q in (0.2, 0.5, 0.8))
         return cls(values, np.concatenate(units)[order], shape, float(median), float((p80 - p20) / median))
 
 
@@ -492,7 +485,7 @@ class _Bootstrap:
         units = sessions if sessions > 1 else max(side_a.shape + side_b.shape)
         widen = math.sqrt(units / (units - 1)) if units > 1 else 1.0
         tail = (1 - t.confidence) / 2
-        low, high = (math.exp(math.log(ratio) + widen * (_log_quantile(ratios, q) - math.log(ratio)))
+        low, high = (math.exp(math.log(ratio) + widen * (_sorted_quantile(ratios, q, math.log) - math.log(ratio)))
                      for q in (tail, 1 - tail))
         return RatioInterval(ratio, low, high, method=bootstrap_method(t, self.seed, sessions, paired), **common)
 
