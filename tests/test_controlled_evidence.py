@@ -8,6 +8,7 @@ from pathlib import Path
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.checks import recompute_digests
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
+from kernelindex_pipeline.verdicts import rule
 from kernelindex_pipeline.warehouse.store import Warehouse
 
 SEED_WORKLOADS = {
@@ -95,14 +96,24 @@ def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(shipped_wareho
     assert {k for k, *_ in rows} >= {"llama4_rope", "geglu", "rope", "swiglu", "rms_norm", "layer_norm"}
 
 
-DYT_COMPILED_BESIDE_EAGER = """
+# A compiled DyT pass beside eager in its own session (same file, session, workload, pass and protocol): how many,
+# and how many within 5% of eager. A source-replica pass that waits on its host (its median over
+# HOST_WAIT_FACTOR x its session's device-time median, as the claim checks judge it) is timed by the host, so
+# its distance from eager cannot tell whether it compiled: its device-time twin tells.
+DYT_COMPILED_BESIDE_EAGER = f"""
 WITH c AS (
     SELECT *, regexp_extract(workload_slug, 'hidden(\\d+)', 1)::INTEGER AS hidden FROM controlled_runs
     WHERE kernel = 'dyt' AND metric = 'latency' AND status = 'passed'
+), device AS (
+    SELECT evidence_file, session, workload_digest, operation_mode, provider, median(median_value) AS device_ns
+    FROM c WHERE family = 'kernelindex_rerun' GROUP BY ALL
 )
-SELECT a.compile_recorded, count(*), count(*) FILTER (WHERE abs(a.median_value / b.median_value - 1) <= 0.05)
+SELECT a.compile_recorded, count(*), count(*) FILTER (WHERE abs(a.median_value / b.median_value - 1) <= 0.05
+    AND NOT (a.family <> 'kernelindex_rerun' AND a.median_value > {rule.HOST_WAIT_FACTOR} * d.device_ns))
 FROM c a JOIN c b ON b.evidence_file = a.evidence_file AND b.session IS NOT DISTINCT FROM a.session
     AND b.workload_digest = a.workload_digest AND b.operation_mode = a.operation_mode AND b.family = a.family
+LEFT JOIN device d ON d.evidence_file = a.evidence_file AND d.session IS NOT DISTINCT FROM a.session
+    AND d.workload_digest = a.workload_digest AND d.operation_mode = a.operation_mode AND d.provider = a.provider
 WHERE a.provider = 'torch_compile' AND b.provider = 'torch' AND a.hidden >= 4096
 GROUP BY ALL
 """
@@ -110,8 +121,10 @@ GROUP BY ALL
 
 def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(shipped_warehouse):
     """A DyT torch.compile run at hidden >= 4096 within 5% of eager in its own session timed eager PyTorch
-    (the compile fell back): every run that recorded what it compiled is further from eager than that, and
-    the sessions whose runs sit at eager's speed are those that recorded nothing, which decide no claim."""
+    (the compile fell back): every run that recorded what it compiled is further from eager than that (a
+    replica pass that waits on its host aside: the December 7 session's beta full pass at hidden 4096, 709 us
+    under do_bench against 738 us eager, took 180 us of device time against 701 us), and the sessions whose
+    runs sit at eager's speed are those that recorded nothing, which decide no claim."""
     with shipped_warehouse.reader() as con:
         pairs = {recorded: (n, near) for recorded, n, near in con.execute(DYT_COMPILED_BESIDE_EAGER).fetchall()}
         # a claim whose rerun batch is a compiled run that recorded no compile takes no verdict from it
