@@ -270,3 +270,19 @@ def html_export(analyst_home, tmp_path_factory) -> Path:
         with environment(KERNELINDEX_HOME=str(analyst_home)):
             assert cli.main(["export", "--format", "html", str(out)]) == 0
     return built_once(tmp_path_factory, "html-export", build)
+
+
+# The shared homes that take longest to build, split between the first two workers, each building its own at
+# the start: a worker otherwise waits, idle, for the one the other is building.
+SHARED_HOMES_BY_WORKER = {"gw0": ("default_home",), "gw1": ("analyst_home", "html_export")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_homes_built_side_by_side(request):
+    """Under pytest-xdist, build this worker's share of SHARED_HOMES_BY_WORKER before its first test, where
+    the session's tests use them."""
+    wanted = SHARED_HOMES_BY_WORKER.get(os.environ.get("PYTEST_XDIST_WORKER", ""), ())
+    used = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    for name in wanted:
+        if name in used:
+            request.getfixturevalue(name)

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import copy_home, query
+from conftest import BASE_REVISIONS, copy_home, ingest, main_rows, query, write_snapshot_dir
 from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
 from kernelindex_pipeline.ingest.attestations import Refused, validate
@@ -66,20 +66,20 @@ def test_invalid_attestations_are_refused_with_a_reason(changes, reason):
         validate(reproduction(**changes), RUNS, TODAY)
 
 
-def test_ingest_stores_attestations_quarantines_bad_ones_and_shows_them_on_the_page(analyst_home, tmp_path,
+def test_ingest_stores_attestations_quarantines_bad_ones_and_shows_them_on_the_page(base_warehouse, tmp_path,
                                                                                    monkeypatch):
     from kernelindex_pipeline.site.export import export
 
-    home = copy_home(analyst_home, tmp_path / "home")
-    [(run_id, level, rank)] = query(home, "SELECT r.run_id, r.evidence_level, k.rank FROM runs r "
-                                          "JOIN ranks k USING (run_id) WHERE external_id = ?", [SEED])
+    home = copy_home(base_warehouse, tmp_path / "home")
+    [(run_id, level, rank)] = query(home, "SELECT r.run_id, r.evidence_level, k.rank FROM runs r JOIN ranks k "
+                                          "USING (run_id) WHERE r.metric = 'latency' ORDER BY run_id LIMIT 1")
     folder = tmp_path / "attestations"
     folder.mkdir()
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     (folder / "reader.json").write_text(json.dumps(reproduction(run=run_id, date=today)), encoding="utf-8")
     (folder / "broken.json").write_text('{"kind": "Attestation", ', encoding="utf-8")
-    monkeypatch.setenv("KERNELINDEX_ATTESTATIONS", str(folder))
-    assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0  # no new revision: the attestations republish
+    source = write_snapshot_dir(tmp_path / "source", main_rows()[:BASE_REVISIONS])  # the revisions it holds
+    assert "nothing new" not in ingest(home, source, KERNELINDEX_ATTESTATIONS=str(folder)).stdout  # they republish
     assert query(home, "SELECT run_id, type, median_value FROM attestations") == [(run_id, "reproduction", 150200.0)]
     [(reason,)] = query(home, "SELECT reason FROM quarantine WHERE revision_key = 'attestations/broken.json'")
     assert reason.startswith("not JSON")

@@ -183,24 +183,22 @@ def test_controlled_record_shows_its_correctness_check_as_a_table(analyst_home, 
             in section
 
 
-def test_reexport_rewrites_only_what_changed_and_drops_stale_pages(analyst_home, html_export, tmp_path, monkeypatch):
+def test_reexport_rewrites_only_what_changed_and_drops_stale_pages(base_warehouse, tmp_path, monkeypatch):
     """Re-exported over itself, the export touches no unchanged file, restores an edited page and removes a
     page it no longer produces."""
-    import shutil
-
     from kernelindex_pipeline.site.export import export
 
+    monkeypatch.setenv("KERNELINDEX_HOME", str(base_warehouse))
     out = tmp_path / "site"
-    shutil.copytree(html_export, out)
-    run = run_row(analyst_home, LLAMA4)
-    edited = out / "runs" / f"{run['run_id']}.html"
+    export("html", out, progress=lambda *_: None)
+    [(edited_id,), (untouched_id,)] = query(base_warehouse, "SELECT run_id FROM ranks ORDER BY run_id LIMIT 2")
+    edited = out / "runs" / f"{edited_id}.html"
     original = edited.read_bytes()
     edited.write_text("tampered", encoding="utf-8")
     stale = out / "groups" / "0000000000000000.html"
     stale.write_text("a group that no longer exists", encoding="utf-8")
-    untouched = out / "runs" / f"{run_row(analyst_home, GEGLU)['run_id']}.html"
+    untouched = out / "runs" / f"{untouched_id}.html"
     before = untouched.stat().st_mtime_ns
-    monkeypatch.setenv("KERNELINDEX_HOME", str(analyst_home))
     summary = export("html", out, progress=lambda *_: None)
     assert "(1 files written," in summary and "1 stale removed" in summary, summary
     assert edited.read_bytes() == original and not stale.exists()

@@ -371,10 +371,12 @@ def test_every_replaced_source_run_that_ranked_when_listed_has_its_claims(both_h
     """Each source run a newer one replaced in `ranks`, in a group of two or more when it was listed, takes part
     in listing-time claims under both protocols, each with a verdict or a reason."""
     [(missing, unexplained)] = query(both_home, """
-        SELECT (SELECT count(*) FROM listing_ranks l WHERE l.rank IS NOT NULL AND l.group_size > 1
-                  AND l.run_id NOT IN (SELECT run_id FROM ranks)
-                  AND (SELECT count(DISTINCT protocol) FROM listing_claim_checks c
-                       WHERE l.run_id IN (c.a_run_id, c.b_run_id)) < 2),
+        WITH sides AS (SELECT a_run_id AS run_id, protocol FROM listing_claim_checks
+                       UNION ALL SELECT b_run_id, protocol FROM listing_claim_checks),
+             protocols AS (SELECT run_id, count(DISTINCT protocol) AS n FROM sides GROUP BY run_id)
+        SELECT (SELECT count(*) FROM listing_ranks l LEFT JOIN protocols p USING (run_id)
+                WHERE l.rank IS NOT NULL AND l.group_size > 1 AND l.run_id NOT IN (SELECT run_id FROM ranks)
+                  AND coalesce(p.n, 0) < 2),
                (SELECT count(*) FROM listing_claim_checks WHERE verdict IS NULL OR coalesce(reason, '') = '')""")
     assert (missing, unexplained) == (0, 0)
 
