@@ -16,8 +16,7 @@ from pathlib import Path
 import kernels
 from kernels.adapter import load_adapter
 
-from kernelindex_pipeline.core.catalog import (CARDS_VALUES, GPUS, PROTOCOL_NAMES, SOURCE_NATIVE,
-                                               SOURCE_REPLICA_FAMILY, gpu_label_sql)
+from kernelindex_pipeline.core.catalog import CARDS_VALUES, GPUS, SOURCE_NATIVE, gpu_label_sql
 from kernelindex_pipeline.gpu.protocol import TIMED_MODES
 from kernelindex_pipeline.gpu.workloads import PROVIDER_TAGS, input_bytes, tagged, tensor_dtype, write_targets
 
@@ -103,17 +102,15 @@ WHERE status_code = 'no_rerun_provider'
 """
 
 
-# Workloads whose claims wait for a rerun at the Liger-Kernel release the source measured (version_checks),
-# but those no rerun settles: peak memory under the source replica, which times latency only, and passes the
-# harness does not time; and whether any rerun at that release measured the workload yet.
-VERSION_TARGETS_SQL = f"""
+# Workloads whose claims wait for a rerun at the Liger-Kernel release the source measured (`version_checks`
+# rows a session at that release could still settle), and whether any rerun at that release measured the
+# workload yet.
+VERSION_TARGETS_SQL = """
 SELECT DISTINCT v.source_liger_version, r.workload_digest, v.a_provider, v.b_provider,
     EXISTS (SELECT 1 FROM controlled_runs c WHERE c.workload_digest = r.workload_digest
             AND c.liger_version = v.source_liger_version) AS measured
 FROM version_checks v JOIN runs r ON r.run_id = v.a_run_id
-WHERE v.version_effect = 'not_run' AND v.source_liger_version IS NOT NULL
-  AND NOT (v.protocol = '{PROTOCOL_NAMES[SOURCE_REPLICA_FAMILY]}' AND v.metric <> 'latency')
-  AND v.operation_mode IN ({", ".join(f"'{m}'" for m in TIMED_MODES)})
+WHERE v.version_effect = 'not_run' AND v.awaiting_rerun
 """
 
 

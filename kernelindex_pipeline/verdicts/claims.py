@@ -207,7 +207,7 @@ VERSION_CHECKS_SCHEMA = pa.schema([
     ("rerun_liger_version", pa.string()), ("verdict_at_source_version", pa.string()),
     ("verdict_at_rerun_version", pa.string()), ("version_effect", pa.string()), ("reason", pa.string()),
     ("evidence_file", pa.string()), ("rerun_ratio", pa.float64()), ("ci_low", pa.float64()), ("ci_high", pa.float64()),
-    ("rerun_gpu", pa.string()), ("card_match", pa.string()),
+    ("rerun_gpu", pa.string()), ("card_match", pa.string()), ("awaiting_rerun", pa.bool_()),
 ])
 # The claims re-checked at the source's own release too: every one reversed under either protocol, and the
 # claims of the seed records' runs.
@@ -222,7 +222,8 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table, spread: di
     """The `version_checks` table: each claim of `VERSION_CLAIMS_SQL` (from `current`, the claim checks just
     computed) re-checked by reruns of the Liger-Kernel release the source measured, beside its verdict at the
     reruns' current release. `version_effect`: `none` where both give the same verdict, `liger_changed`
-    where they differ, `not_run` (with the reason) where the source's release has no usable rerun."""
+    where they differ, `not_run` (with the reason) where the source's release has no usable rerun;
+    `awaiting_rerun` where a session at that release could still settle it."""
     with registered(con, cc_current=current):
         con.execute(f"CREATE OR REPLACE TEMP TABLE _version_claims AS {VERSION_CLAIMS_SQL}", [[seed.external_id for seed in SEED_RECORDS]])
         at_source = _checked_claims(con, "cl.source_liger_version",
@@ -233,16 +234,19 @@ def version_checks(con: duckdb.DuckDBPyConnection, current: pa.Table, spread: di
     out = []
     for row in at_source:
         latest = now[(row["comparison_key"], row["a_run_id"], row["b_run_id"], row["protocol"])]
+        awaiting = False
         if row["source_liger_version"] is None:
             effect, reason = "not_run", "the source names no Liger-Kernel release"
         elif row["verdict"] == rule.NOT_RECHECKED:
             effect, reason = "not_run", f"at liger-kernel {row['source_liger_version']}: {row['reason']}"
+            awaiting = row["awaiting_rerun"]
         else:
             effect = "none" if row["verdict"] == latest["verdict"] else "liger_changed"
             reason = row["reason"]
         out.append({**{f.name: row.get(f.name) for f in VERSION_CHECKS_SCHEMA},
                     "rerun_liger_version": latest.get("rerun_release"), "verdict_at_source_version": row["verdict"],
-                    "verdict_at_rerun_version": latest["verdict"], "version_effect": effect, "reason": reason})
+                    "verdict_at_rerun_version": latest["verdict"], "version_effect": effect, "reason": reason,
+                    "awaiting_rerun": awaiting})
     return pa.Table.from_pylist(out, schema=VERSION_CHECKS_SCHEMA)
 
 

@@ -62,6 +62,7 @@ ALTER TABLE claim_checks ADD COLUMN IF NOT EXISTS card_match VARCHAR;
 ALTER TABLE verdict_history ADD COLUMN IF NOT EXISTS card_match VARCHAR;
 ALTER TABLE version_checks ADD COLUMN IF NOT EXISTS rerun_gpu VARCHAR;
 ALTER TABLE version_checks ADD COLUMN IF NOT EXISTS card_match VARCHAR;
+ALTER TABLE version_checks ADD COLUMN IF NOT EXISTS awaiting_rerun BOOLEAN;
 """
 
 def manifests_sql(run_manifests: str = "run_manifests") -> str:
