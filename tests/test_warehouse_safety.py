@@ -133,14 +133,14 @@ ESCAPES = [
 ]
 
 
-def test_query_reaches_nothing_but_the_warehouse(tmp_path, analyst_home):
-    before = warehouse_state(analyst_home)
+def test_query_reaches_nothing_but_the_warehouse(tmp_path, base_warehouse):
+    before = warehouse_state(base_warehouse)
     for sql in ESCAPES:
-        result = run_cli(analyst_home, "query", sql.format(home=analyst_home, tmp=tmp_path))
+        result = run_cli(base_warehouse, "query", sql.format(home=base_warehouse, tmp=tmp_path))
         reason = assert_clear_failure(result)
         assert reason.startswith("kernelindex: query failed:"), sql
         assert not any(tmp_path.iterdir()), sql
-    assert warehouse_state(analyst_home) == before
+    assert warehouse_state(base_warehouse) == before
 
 
 # -- no silent loss, no rewritten history -------------------------------------------------------------
