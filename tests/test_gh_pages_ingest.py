@@ -670,3 +670,27 @@ def test_a_verdict_shows_both_medians_with_units_and_says_its_ratio_in_words(bot
     assert f"{a} {quantity(a_ns, 'ns')} (p20-p80 {quantity(a_p20, 'ns')}-{quantity(a_p80, 'ns')})" in page
     assert f"{b} {quantity(b_ns, 'ns')}" in page
     assert f"{b} took {ratio:.3f}× {a}'s time" in page
+
+
+def test_a_provider_unavailable_at_a_release_awaits_a_rerun_only_where_a_later_session_there_built_it(both_home):
+    """A provider recorded `unavailable` at the source's release is settled there, unless a later session with
+    that release built it (the earlier session's harness could not import it): then a rerun at that release
+    settles the claim, and the release's targets list its workload."""
+    from kernelindex_pipeline.gpu.targets import release_targets
+
+    rows = query(both_home, """
+        SELECT v.kernel, v.source_liger_version, v.awaiting_rerun, v.reason LIKE '%a later session at this release built it%',
+            r.workload_digest,
+            EXISTS (SELECT 1 FROM controlled_runs c WHERE c.kernel = v.kernel AND c.liger_version = v.source_liger_version
+                    AND c.status = 'passed' AND c.provider = regexp_extract(v.reason, ': (\\S+) unavailable on the rerun', 1))
+        FROM version_checks v JOIN runs r ON r.run_id = v.a_run_id
+        WHERE v.version_effect = 'not_run' AND v.reason LIKE '%unavailable on the rerun%'""")
+    built = [r for r in rows if r[5]]
+    never = [r for r in rows if not r[5]]
+    assert built and never
+    assert all(awaiting and said for _, _, awaiting, said, _, _ in built)
+    assert not any(awaiting or said for _, _, awaiting, said, _, _ in never)
+    with Warehouse(both_home).reader() as con:
+        targets = release_targets(con)
+    listed = {(release, d) for release, ts in targets.items() for t in ts for d in t["workload_digests"]}
+    assert {(release, d) for _, release, *_, d, _ in built} <= listed

@@ -108,6 +108,10 @@ WITH source AS (
     QUALIFY row_number() OVER (PARTITION BY kernel, operation_mode, metric, workload_digest, provider, protocol,
                                             liger_version
                                ORDER BY observed_at DESC, evidence_file DESC, status = 'passed' DESC, run_id) = 1
+), provider_built AS (
+    -- when each provider last ran at each release, on any workload: a later `unavailable` is not the release's
+    SELECT kernel, provider, liger_version, max(observed_at) AS built_at FROM controlled WHERE status = 'passed'
+    GROUP BY ALL
 ), covered AS (
     SELECT DISTINCT kernel FROM controlled_runs
 )
@@ -131,7 +135,9 @@ SELECT cl.*, p.protocol, b.* EXCLUDE (comparison_key, a_run_id, b_run_id, protoc
     la.observed_at AS a_latest_at,
     lb.status AS b_latest_status, lb.status_reason AS b_latest_reason, lb.status_code AS b_latest_code,
     lb.observed_at AS b_latest_at, la.run_id AS rerun_a_latest_run_id, lb.run_id AS rerun_b_latest_run_id,
-    coalesce(la.tensor_dtype, lb.tensor_dtype) AS latest_tensor_dtype
+    coalesce(la.tensor_dtype, lb.tensor_dtype) AS latest_tensor_dtype,
+    coalesce(ua.built_at > la.observed_at, false) AS a_built_since,
+    coalesce(ub.built_at > lb.observed_at, false) AS b_built_since
 FROM claims_at cl CROSS JOIN protocols p
 LEFT JOIN batches b ON b.comparison_key = cl.comparison_key AND b.a_run_id = cl.a_run_id
     AND b.b_run_id = cl.b_run_id AND b.protocol = p.protocol
@@ -143,3 +149,7 @@ LEFT JOIN latest la ON la.protocol = p.protocol AND la.kernel = cl.kernel AND la
 LEFT JOIN latest lb ON lb.protocol = p.protocol AND lb.kernel = cl.kernel AND lb.operation_mode = cl.operation_mode
     AND lb.metric = cl.metric AND lb.workload_digest = cl.workload_digest AND lb.provider = cl.b_provider
     AND lb.liger_version = cl.rerun_release
+LEFT JOIN provider_built ua ON ua.kernel = cl.kernel AND ua.provider = cl.a_provider
+    AND ua.liger_version = cl.rerun_release
+LEFT JOIN provider_built ub ON ub.kernel = cl.kernel AND ub.provider = cl.b_provider
+    AND ub.liger_version = cl.rerun_release

@@ -79,6 +79,13 @@ def _on_this_card(why: tuple[str, str, bool]) -> tuple[str, str, bool]:
     return why
 
 
+def _built_since(row: dict, side: str, what: str) -> tuple[str, str, bool]:
+    """A provider recorded unavailable that a later session with the same release built: the release has it,
+    so the record says what that session's harness could not import, and a rerun settles the claim."""
+    return (f"{row[f'{side}_provider']} {what}; a later session at this release built it, so a rerun of this "
+            "workload settles the claim", reasons.UNAVAILABLE_PROVIDER, True)
+
+
 def _why_not(row: dict) -> tuple[str, str, bool] | None:
     """Why a claim has no rerun pair to check: (reason, code, whether a rerun could settle it, i.e.
     ``awaiting_rerun``); None when it has a pair. A provider recorded on the rerun as unavailable, too large
@@ -105,6 +112,8 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
                                                or row[f"{side}_latest_at"] > row["observed_at"]):
             reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
             code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
+            if code == reasons.UNAVAILABLE_PROVIDER and row[f"{side}_built_since"]:
+                return _built_since(row, side, f"{status} on the rerun{reason}")
             if code == reasons.FAILED_CORRECTNESS:
                 return _field_judgement(row, side, "latest_") or (f"{row[f'{side}_provider']} {status} on the rerun"
                                                                    f"{reason}", code, False)
@@ -120,6 +129,8 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
         if row[f"{side}_status"] != "passed":
             reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
             code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
+            if code == reasons.UNAVAILABLE_PROVIDER and row[f"{side}_built_since"]:
+                return _built_since(row, side, f"{row[f'{side}_status']} on the rerun{reason}")
             if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, "")):
                 return judged
             return _on_this_card((f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", code,
