@@ -189,13 +189,21 @@ EVIDENCE_SAMPLE = ("h100-2026-12-06-74c35547a4b8-own-card-7", "h100-2026-12-06-7
 
 @pytest.fixture(scope="session")
 def evidence_sample(tmp_path_factory) -> Path:
-    """An evidence directory holding the EVIDENCE_SAMPLE sessions."""
+    """An evidence directory holding the EVIDENCE_SAMPLE sessions (one for every worker)."""
     from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
 
-    folder = tmp_path_factory.mktemp("evidence-sample")
-    for name in EVIDENCE_SAMPLE:
-        shutil.copy(SHIPPED_EVIDENCE / f"{name}.jsonl.gz", folder)
-    return folder
+    def build(folder):
+        for name in EVIDENCE_SAMPLE:
+            shutil.copy(SHIPPED_EVIDENCE / f"{name}.jsonl.gz", folder)
+    return built_once(tmp_path_factory, "evidence-sample", build)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sampled_evidence_by_default(evidence_sample):
+    """In-process ingests read the EVIDENCE_SAMPLE sessions unless a test names other evidence: the default
+    build alone reads every committed session."""
+    with environment(KERNELINDEX_EVIDENCE=str(evidence_sample)):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -250,7 +258,7 @@ def default_home(tmp_path_factory) -> Path:
     from shipped_warehouse import ingest_into
 
     def build(home):
-        with environment(KERNELINDEX_SOURCES=None, DAGSTER_HOME=None):
+        with environment(KERNELINDEX_SOURCES=None, KERNELINDEX_EVIDENCE=None, DAGSTER_HOME=None):
             assert ingest_into(home) == 0
     return built_once(tmp_path_factory, "default-warehouse", build)
 
@@ -259,6 +267,12 @@ def default_home(tmp_path_factory) -> Path:
 def shipped_warehouse(analyst_home) -> Warehouse:
     """The same warehouse, as a Warehouse."""
     return Warehouse(analyst_home)
+
+
+@pytest.fixture(scope="session")
+def default_warehouse(default_home) -> Warehouse:
+    """The default build, as a Warehouse: every committed rerun session (the analyst warehouse reads a sample)."""
+    return Warehouse(default_home)
 
 
 @pytest.fixture(scope="session")

@@ -110,10 +110,9 @@ def test_a_run_published_as_v1alpha2_is_found_by_its_v1alpha1_digest(analyst_hom
     assert query(home, "SELECT run_id, type FROM attestations") == [(run_id, "note")]
 
 
-def test_a_new_attestation_reloads_the_attestations_alone(analyst_home, tmp_path):
+def test_a_new_attestation_reloads_the_attestations_alone(analyst_home, evidence_sample, tmp_path):
     """An attestation changes neither evidence nor ranks: its publication loads no evidence file again and
     re-checks no claim."""
-    from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
     from kernelindex_pipeline.publish import steps
     from kernelindex_pipeline.warehouse.store import Warehouse
 
@@ -125,13 +124,13 @@ def test_a_new_attestation_reloads_the_attestations_alone(analyst_home, tmp_path
     (folder / "reader.json").write_text(json.dumps(reproduction(run=run_id, date=today)), encoding="utf-8")
     wh = Warehouse(home)
     claims_before = query(home, "SELECT count(*), sum(hash(row(*COLUMNS(*)))) FROM claim_checks")
-    done = steps.publish(wh, SHIPPED_EVIDENCE, folder)
+    done = steps.publish(wh, evidence_sample, folder)
     assert done.published and done.runs.details["attestations"] == 1
     assert done.evidence.details["files"] == 0 and done.claims.details["rechecked"] == 0
     assert query(home, "SELECT run_id FROM attestations") == [(run_id,)]
     assert query(home, "SELECT count(*), sum(hash(row(*COLUMNS(*)))) FROM claim_checks") == claims_before
     # nothing new the next time
-    assert not steps.news(wh, [], SHIPPED_EVIDENCE, folder).anything
+    assert not steps.news(wh, [], evidence_sample, folder).anything
 
 
 def test_the_default_attestation_folder_is_committed_with_a_plain_git_add():

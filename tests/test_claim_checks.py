@@ -37,12 +37,12 @@ def test_every_claim_has_a_verdict_or_a_reason(shipped_warehouse):
     assert protocols == {"kernelindex-device-time", "source-replica"}
 
 
-def test_a_provider_that_cannot_run_settles_its_claims_without_a_partner(shipped_warehouse):
+def test_a_provider_that_cannot_run_settles_its_claims_without_a_partner(default_warehouse):
     """Upstream's cuTile backend (a session of its own, LIGER_KERNEL_IMPL=cutile) does not compile on the
     H200: its newest records say so, and that answers every claim it takes part in, also where the other
     side was last measured in another batch; where the card cannot run it (cuTile needs sm_100) the claim
     is `unsupported_card`, awaiting a card that can."""
-    with shipped_warehouse.reader() as con:
+    with default_warehouse.reader() as con:
         reasons = con.execute(
             "SELECT DISTINCT c.reason, c.awaiting_rerun, c.reason_code FROM claim_checks c "
             "WHERE c.protocol = 'kernelindex-device-time' AND 'liger_cutile' IN (c.a_provider, c.b_provider) "
@@ -231,11 +231,11 @@ def test_a_verdict_pools_the_sessions_that_measured_both_and_keeps_each_ones_ans
     assert replica_sessions == 1 and replica_per_session is None
 
 
-def test_no_label_contradicts_its_own_interval(shipped_warehouse):
+def test_no_label_contradicts_its_own_interval(default_warehouse):
     from kernelindex_pipeline.verdicts import rule
 
     sql = (REPO / "docs" / "verdict-consistency.sql").read_text()
-    with shipped_warehouse.reader() as con:
+    with default_warehouse.reader() as con:
         assert con.execute(sql).fetchall() == []
         rows = con.execute("SELECT source_ratio, verdict, ci_low, ci_high, claim_type FROM claim_checks").fetchall()
     decided = [r for r in rows if r[1] != "not re-checked"]
@@ -257,11 +257,11 @@ def test_every_claim_without_a_verdict_has_a_reason_code(shipped_warehouse):
     assert {"latency_only", "failed_correctness"} <= set(codes)
 
 
-def test_a_compiled_provider_whose_rerun_did_not_record_its_graphs_decides_nothing(shipped_warehouse):
+def test_a_compiled_provider_whose_rerun_did_not_record_its_graphs_decides_nothing(default_warehouse):
     """The first torch.compile reruns predate the record of what dynamo compiled: they may have timed eager
     PyTorch, so no claim they re-check gets a verdict; embedding's later sessions record their graphs, and
     only theirs decide."""
-    home = shipped_warehouse.home
+    home = default_warehouse.home
     assert query(home, "SELECT count(*) FROM controlled_runs WHERE kernel = 'embedding' "
                        "AND provider = 'torch_compile' AND record->>'compile' IS NULL")[0][0] > 0
     rows = _compiled_claims(home)

@@ -84,11 +84,11 @@ def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path, evidence_sa
     assert "unreadable evidence file" in reasons["truncated.jsonl.gz"]
 
 
-def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(shipped_warehouse):
+def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(default_warehouse):
     """docs/controlled-latency.sql is the README's table, per card (never pooling cards); on each card the seed
     llama4_rope backward is >= 2x Liger."""
     sql = (Path(__file__).resolve().parents[1] / "docs" / "controlled-latency.sql").read_text()
-    with shipped_warehouse.reader() as con:
+    with default_warehouse.reader() as con:
         rows = {(k, w, m, gpu): ratio for k, w, m, gpu, *_, ratio in con.execute(sql).fetchall()}
     seed = {gpu: ratio for (k, w, m, gpu), ratio in rows.items()
             if (k, w, m) == ("llama4_rope", SEED_WORKLOADS["llama4_rope"], "backward")}
@@ -119,13 +119,13 @@ GROUP BY ALL
 """
 
 
-def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(shipped_warehouse):
+def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(default_warehouse):
     """A DyT torch.compile run at hidden >= 4096 within 5% of eager in its own session timed eager PyTorch
     (the compile fell back): every run that recorded what it compiled is further from eager than that (a
     replica pass that waits on its host aside: the December 7 session's beta full pass at hidden 4096, 709 us
     under do_bench against 738 us eager, took 180 us of device time against 701 us), and the sessions whose
     runs sit at eager's speed are those that recorded nothing, which decide no claim."""
-    with shipped_warehouse.reader() as con:
+    with default_warehouse.reader() as con:
         pairs = {recorded: (n, near) for recorded, n, near in con.execute(DYT_COMPILED_BESIDE_EAGER).fetchall()}
         # a claim whose rerun batch is a compiled run that recorded no compile takes no verdict from it
         unrecorded_verdicts = con.execute(
@@ -136,14 +136,14 @@ def test_compiled_dyt_that_recorded_its_compile_is_not_eager_in_disguise(shipped
     assert unrecorded_verdicts == 0
 
 
-def test_release_targets_leave_out_what_no_rerun_settles_and_put_unmeasured_workloads_first(shipped_warehouse):
+def test_release_targets_leave_out_what_no_rerun_settles_and_put_unmeasured_workloads_first(default_warehouse):
     """A workload whose claims not run at the source's release are all settled there (peak memory under the
     source replica, which times latency only; a provider the release does not have; a workload the card cannot
     hold) is no target at that release, and every workload with a claim a session there could settle is one;
     the workloads no session at the release has measured come before those one has."""
     from kernelindex_pipeline.gpu.targets import release_targets
 
-    with shipped_warehouse.reader() as con:
+    with default_warehouse.reader() as con:
         by_release = release_targets(con)
         settled, awaiting = (set(con.execute(
             "SELECT v.source_liger_version, r.workload_digest FROM version_checks v JOIN runs r ON r.run_id = "

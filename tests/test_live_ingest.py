@@ -25,18 +25,17 @@ from conftest import (
 )
 from upstream_server import UpstreamServer
 
-from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
 from kernelindex_pipeline.ingest.sources import GitHubSource
 from kernelindex_pipeline.warehouse.store import CONTRACT_TABLES, Warehouse
 
 SNAPSHOT_COLUMNS = "revision_key, source, stream, source_file, commit, committed_at, sha256, bytes"
 
 
-def test_full_http_backfill_equals_the_directory_source(tmp_path, full_directory_warehouse):
+def test_full_http_backfill_equals_the_directory_source(tmp_path, full_directory_warehouse, evidence_sample):
     home = tmp_path / "home"
     with UpstreamServer() as server:
         url = server.url
-        ingest(home, url, KERNELINDEX_EVIDENCE=str(SHIPPED_EVIDENCE))  # as the directory build read it
+        ingest(home, url, KERNELINDEX_EVIDENCE=str(evidence_sample))  # as the directory build read it
         listing = server.requests_to("api")
         fetched = len(server.requests_to("raw"))
         server.clear()
