@@ -239,14 +239,15 @@ def next_warehouse(tmp_path_factory) -> Path:
 # -- analyst views, export, CLI and UI tests (tests/test_views.py, test_export.py, test_cli.py, test_ui.py) --
 
 @pytest.fixture(scope="session")
-def analyst_home(tmp_path_factory) -> Path:
+def analyst_home(tmp_path_factory, evidence_sample) -> Path:
     """KERNELINDEX_HOME of a warehouse built once, in-process, by `kernelindex ingest` from the shipped
-    main-branch files: the source the seed records were published from, and the one docs/warehouse.md's
-    examples describe. tests/test_gh_pages_ingest.py builds the default, both shipped sources."""
+    main-branch files (the source the seed records were published from, and the one docs/warehouse.md's
+    examples describe) and the EVIDENCE_SAMPLE sessions. `default_home` is the default build: both shipped
+    sources and every committed session."""
     from shipped_warehouse import SHIPPED_UPSTREAM, ingest_into
 
     def build(home):
-        with environment(DAGSTER_HOME=None):
+        with environment(DAGSTER_HOME=None, KERNELINDEX_EVIDENCE=str(evidence_sample)):
             assert ingest_into(home, "--source", str(SHIPPED_UPSTREAM)) == 0
     return built_once(tmp_path_factory, "analyst-warehouse", build)
 
