@@ -71,19 +71,18 @@ COMPILE_UNRECORDED = ("the rerun did not record what torch.compile compiled (gra
 UNSUPPORTED_CARD_SIGNS = ("failed to compile Tile IR program", "< required sm_")
 
 
-def _on_this_card(why: tuple[str, str, bool]) -> tuple[str, str, bool]:
-    """A failure that says the card cannot run the pass becomes `unsupported_card`, awaiting a card that can."""
+def _judged_here(row: dict, side: str, why: tuple[str, str, bool]) -> tuple[str, str, bool]:
+    """A provider's recorded failure as this release and card judge it: one that says the card cannot run the
+    pass becomes `unsupported_card`, awaiting a card that can; an `unavailable` that a later session with the
+    same release built awaits a rerun (the release has the provider: that session's harness could not import
+    it)."""
     reason, code, awaiting = why
+    if code == reasons.UNAVAILABLE_PROVIDER and row[f"{side}_built_since"]:
+        return (f"{reason}; a later session at this release built it, so a rerun of this workload settles the claim",
+                code, True)
     if code == reasons.RAISED and any(sign in reason for sign in UNSUPPORTED_CARD_SIGNS):
         return f"{reason} (this card cannot run the pass; a card that can will settle it)", reasons.UNSUPPORTED_CARD, True
     return why
-
-
-def _built_since(row: dict, side: str, what: str) -> tuple[str, str, bool]:
-    """A provider recorded unavailable that a later session with the same release built: the release has it,
-    so the record says what that session's harness could not import, and a rerun settles the claim."""
-    return (f"{row[f'{side}_provider']} {what}; a later session at this release built it, so a rerun of this "
-            "workload settles the claim", reasons.UNAVAILABLE_PROVIDER, True)
 
 
 def _why_not(row: dict) -> tuple[str, str, bool] | None:
@@ -112,13 +111,11 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
                                                or row[f"{side}_latest_at"] > row["observed_at"]):
             reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
             code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
-            if code == reasons.UNAVAILABLE_PROVIDER and row[f"{side}_built_since"]:
-                return _built_since(row, side, f"{status} on the rerun{reason}")
             if code == reasons.FAILED_CORRECTNESS:
                 return _field_judgement(row, side, "latest_") or (f"{row[f'{side}_provider']} {status} on the rerun"
                                                                    f"{reason}", code, False)
-            return _on_this_card((f"{row[f'{side}_provider']} {status} on the rerun{reason}", code,
-                                  code in reasons.AWAITING))
+            return _judged_here(row, side, (f"{row[f'{side}_provider']} {status} on the rerun{reason}", code,
+                                            code in reasons.AWAITING))
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
         missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
@@ -129,12 +126,10 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
         if row[f"{side}_status"] != "passed":
             reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
             code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
-            if code == reasons.UNAVAILABLE_PROVIDER and row[f"{side}_built_since"]:
-                return _built_since(row, side, f"{row[f'{side}_status']} on the rerun{reason}")
             if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, "")):
                 return judged
-            return _on_this_card((f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}", code,
-                                  code in reasons.AWAITING))
+            return _judged_here(row, side, (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}",
+                                            code, code in reasons.AWAITING))
     if row["pooled_compile_unrecorded"]:
         return COMPILE_UNRECORDED, reasons.UNVERIFIED_PROVIDER, True
     return None
