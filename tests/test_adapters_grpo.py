@@ -150,3 +150,26 @@ def test_the_levels_agree_on_the_scripts_inputs():
         results.append((loss, *torch.autograd.grad(loss, list(leaves.values()))))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_release_whose_class_predates_the_level_is_unavailable(kernel, monkeypatch):
+    """Liger-Kernel 0.6.1's LigerFusedLinearGRPOLoss takes no ``importance_sampling_level``: at such a release the
+    provider is unavailable with that reason, where building it would raise a TypeError mid-check."""
+    if not ac.have_liger():
+        pytest.skip("liger_kernel missing")
+    from liger_kernel.chunked_loss import grpo_loss
+
+    class BeforeTheLevel(grpo_loss.LigerFusedLinearGRPOLoss):
+        def __init__(self, beta=0.1, compiled=True, use_ref_model=True, epsilon_low=0.2, epsilon_high=0.2,
+                     loss_type="bnpo", temperature=1.0):
+            super().__init__(beta=beta, compiled=compiled, use_ref_model=use_ref_model, epsilon_low=epsilon_low,
+                             epsilon_high=epsilon_high, loss_type=loss_type, temperature=temperature)
+
+    monkeypatch.setattr(grpo_loss, "LigerFusedLinearGRPOLoss", BeforeTheLevel)
+    impl = load_adapter(kernel)
+    params = CASES[kernel][0]
+    inputs = impl.make_inputs(params, "fp32", 1, "cpu")
+    with pytest.raises(Unavailable, match="takes no importance_sampling_level"):
+        impl.build("liger", inputs, params)
+    impl.build("torch", inputs, params)

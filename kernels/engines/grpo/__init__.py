@@ -169,7 +169,7 @@ class GRPOAdapter(LMHeadAdapter):
         leaves = leaf_copies(inputs, self.GRAD_INPUTS)
         passed, weight = {**inputs, **leaves}, leaves["weight"]
         name = "LigerFusedLinearGRPOLoss"
-        loss = liger_chunked_loss("grpo_loss", name)(
+        loss = liger_chunked_loss("grpo_loss", name, takes=("importance_sampling_level",))(
             beta=BETA,
             compiled=compiled_on(weight),
             use_ref_model=True,

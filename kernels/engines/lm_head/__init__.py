@@ -8,12 +8,13 @@ the GEMMs dominate the pass, so the cost model counts them and a few FLOPs a log
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 
 import torch
 
 from kernels.adapter import Adapter, Unavailable
-from kernels.providers import liger_label
+from kernels.providers import liger_label, version_label
 from kernels.spec import DTYPE_BYTES
 from kernels.tensors import RERUN_BYTES, per_mode
 
@@ -54,13 +55,22 @@ def loss_params(params) -> tuple[float, int]:
 def liger_chunked_loss(
     module: str,
     name: str,
+    takes: tuple[str, ...] = (),
 ):
     """``name`` from ``liger_kernel.chunked_loss.<module>``; these losses are plain PyTorch (no Triton), so
-    they run on any device. Unavailable when liger_kernel cannot be imported."""
+    they run on any device. Unavailable when liger_kernel cannot be imported, or where this release's class
+    takes none of a keyword argument in ``takes`` (the workload names a setting the release predates)."""
     try:
-        return getattr(importlib.import_module(f"liger_kernel.chunked_loss.{module}"), name)
+        cls = getattr(importlib.import_module(f"liger_kernel.chunked_loss.{module}"), name)
     except Exception as exc:  # noqa: BLE001 - any import-time failure makes the provider unavailable
         raise Unavailable(f"liger_kernel not importable: {exc}") from exc
+    accepted = inspect.signature(cls.__init__).parameters
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    missing = [] if open_ended else [arg for arg in takes if arg not in accepted]
+    if missing:
+        raise Unavailable(f"Liger-Kernel {version_label('liger-kernel')} {name} takes no {', '.join(missing)}: "
+                          "the release predates the workload's setting")
+    return cls
 
 
 def compiled_on(device_tensor: torch.Tensor) -> bool:
