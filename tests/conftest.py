@@ -3,6 +3,7 @@ and a fingerprint of everything a warehouse holds (every table's checksum, every
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import csv
 import fcntl
@@ -71,6 +72,7 @@ def read_snapshot(row: dict) -> bytes:
 # committed session's claims costs most of a small ingest, and the tests of sources and of the warehouse's
 # safety are about what a revision brings. The shared builds (analyst_home, default_home) read the evidence.
 NO_EVIDENCE = Path(tempfile.mkdtemp(prefix="kernelindex-no-evidence-"))
+atexit.register(shutil.rmtree, NO_EVIDENCE, ignore_errors=True)
 
 
 def cli_env(home: Path, **extra) -> dict:
