@@ -26,6 +26,7 @@ import dataclasses
 import datetime
 import functools
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -842,25 +843,24 @@ def export_statements(directory: Path, signer=None, warehouse: Warehouse | None 
     write, index, bundles = _Writer(str(directory)), [], {}
     with (Warehouse() if warehouse is None else warehouse).reader(bounded=True) as con:
         tables = ["claim_checks"] + (["listing_claim_checks"] if table_exists(con, "listing_claim_checks") else [])
-        kernels = [k for (k,) in con.execute(
-            " UNION ".join(f"SELECT DISTINCT kernel FROM ({STATEMENTS_SQL.format(table=t)})" for t in tables)
-            + " ORDER BY 1").fetchall()]
-        for kernel in kernels:
+        # One pass of the joins: every table's decided claims, a kernel's together, its tables in order.
+        cursor = con.execute(" UNION ALL BY NAME ".join(
+            f"SELECT {n} AS table_order, * FROM ({STATEMENTS_SQL.format(table=t)})" for n, t in enumerate(tables))
+            + " ORDER BY kernel, table_order")
+        names = [d[0] for d in cursor.description]
+        rows = (dict(zip(names, row)) for batch in iter(lambda: cursor.fetchmany(4096), []) for row in batch)
+        for kernel, kernel_checks in itertools.groupby(rows, key=lambda check: check["kernel"]):
             lines: dict[str, tuple[str, dict]] = {}
-            for table in tables:
-                cursor = con.execute(f"SELECT * FROM ({STATEMENTS_SQL.format(table=table)}) WHERE kernel = ?", [kernel])
-                names = [d[0] for d in cursor.description]
-                for row in cursor.fetchall():
-                    check = dict(zip(names, row))
-                    sid = statement_id(check)
-                    if sid in lines:
-                        continue
-                    payload = statement_bytes(check)
-                    line = envelope(payload, signer) if signer is not None else payload
-                    lines[sid] = (line.decode("utf-8"), {
-                        "statement": sid, "sha256": hashlib.sha256(payload).hexdigest(),
-                        "claim": check["source_order"], "protocol": check["protocol"], "verdict": check["verdict"],
-                        "comparisonKey": check["comparison_key"], "runs": [check["a_run_id"], check["b_run_id"]]})
+            for check in kernel_checks:
+                sid = statement_id(check)
+                if sid in lines:
+                    continue
+                payload = statement_bytes(check)
+                line = envelope(payload, signer) if signer is not None else payload
+                lines[sid] = (line.decode("utf-8"), {
+                    "statement": sid, "sha256": hashlib.sha256(payload).hexdigest(),
+                    "claim": check["source_order"], "protocol": check["protocol"], "verdict": check["verdict"],
+                    "comparisonKey": check["comparison_key"], "runs": [check["a_run_id"], check["b_run_id"]]})
             bundle = bundle_name(kernel)
             ordered = sorted(lines.items())
             write(bundle, "".join(text + "\n" for _, (text, _) in ordered))

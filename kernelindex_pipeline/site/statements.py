@@ -13,6 +13,7 @@ in-toto tooling reads), one statement, or its envelope, a line in id order.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from pathlib import Path
 
@@ -79,11 +80,16 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+@functools.cache
+def _thresholds() -> dict:
+    """The verdict rule's thresholds, as every statement names them."""
+    return {_camel(k): v for k, v in dataclasses.asdict(rule.DEFAULT_THRESHOLDS).items()}
+
+
 def statement(check: dict) -> dict:
     """The in-toto Statement v1 of a decided claim check (a row of STATEMENTS_SQL)."""
     subject = [{"name": f"runs/{check[f'{side}_run_id']}", "digest": {"sha256": _hex(check[f"{side}_run_digest"])}}
                for side in ("a", "b", "rerun_a", "rerun_b")]
-    thresholds = {_camel(k): v for k, v in dataclasses.asdict(rule.DEFAULT_THRESHOLDS).items()}
     claim = {
         "comparisonKey": check["comparison_key"], "kernel": check["kernel"], "operationMode": check["operation_mode"],
         "metric": check["metric"], "workload": check["workload_slug"], "sourceGpu": check["source_gpu"],
@@ -103,7 +109,7 @@ def statement(check: dict) -> dict:
                   "samples": {"a": check["n_a"], "b": check["n_b"]},
                   "runIds": {"a": check["rerun_a_run_id"], "b": check["rerun_b_run_id"]},
                   "environmentDigest": check["rerun_environment_digest"]},
-        "thresholds": thresholds,
+        "thresholds": dict(_thresholds()),
         "evidence": {"file": check["evidence_file"], "sha256": check["evidence_sha256"]},
     }
     if check.get("sessions") is not None:
