@@ -35,6 +35,18 @@ def test_a_replica_verdict_decides_only_where_the_pass_is_not_bound_by_this_host
     assert rule.host_bound_here(floor, replica, device) is bound
 
 
+@pytest.mark.parametrize("source, bound", [
+    ((136_000, 153_600), True),   # the seed's: its waiting pass took 2.4x the source's own do_bench time here
+    ((250_000, 153_600), False),  # within 1.5x of the source's: this host dispatches as the source's did
+    ((None, None), False),        # another card model: the source's times say nothing of this host
+])
+def test_a_waiting_pass_decides_only_where_it_ran_about_as_fast_as_at_the_source(source, bound):
+    """A floor like bare metal's, and Transformers' RoPE backward waiting on its host (322.7 µs under do_bench
+    against 59.6 µs of device time): the pass's own time at the source, on the claim's card model, decides."""
+    assert rule.host_bound_here(4_380, (322_700, 94_100), (59_600, 54_200), source) is bound
+    assert rule.host_bound_here(4_380, (60_000, 54_000), (59_600, 54_200), (10_000, 10_000)) is False  # no wait
+
+
 def _check(**errors):
     return {"outputs": {"out": {"rel_error": errors.get("out", 0.0), "tolerance": errors.get("tol_out", 1e-2)}},
             "gradients": {"x": {"rel_error": errors.get("x", 0.0), "tolerance": errors.get("tol_x", 2e-2)}}}

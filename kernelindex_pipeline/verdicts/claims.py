@@ -309,7 +309,8 @@ def _checked_claims(con: duckdb.DuckDBPyConnection, release: str, claim_filter: 
 
 def _judge_hosts(rows: list[dict]) -> None:
     """Withdraw each source-replica verdict its session's host decided rather than the card
-    (`rule.host_bound_here`, against the same claim's device-time medians): it awaits a host that can decide it."""
+    (`rule.host_bound_here`, against the same claim's device-time medians, and the source's own medians where
+    the rerun is of the claim's card model): it awaits a host that can decide it."""
     device = {(r["comparison_key"], r["a_run_id"], r["b_run_id"]): r for r in rows if r["protocol"] == DEVICE_TIME}
     for row in rows:
         if row["protocol"] != REPLICA or row["verdict"] == rule.NOT_RECHECKED or row["metric"] != "latency":
@@ -317,15 +318,19 @@ def _judge_hosts(rows: list[dict]) -> None:
         twin = device.get((row["comparison_key"], row["a_run_id"], row["b_run_id"]), {})
         replica_ns = (row["rerun_a_median"], row["rerun_b_median"])
         device_ns = (twin.get("rerun_a_median"), twin.get("rerun_b_median"))
-        if rule.host_bound_here(row.get("launch_floor_ns"), replica_ns, device_ns):
+        own_model = row.get("card_match") in ("same_card", "same_model")
+        source_ns = (row["source_a_median"], row["source_b_median"]) if own_model else (None, None)
+        if rule.host_bound_here(row.get("launch_floor_ns"), replica_ns, device_ns, source_ns):
             def us(ns):
                 return "—" if ns is None else f"{ns / 1000:.1f}"
             floor = (f"this session's launch floor is {us(row['launch_floor_ns'])} µs under do_bench"
                      if row.get("launch_floor_ns") is not None else "this session measured no launch floor")
+            source = (f", the source's do_bench {us(source_ns[0])} and {us(source_ns[1])} µs on this card model"
+                      if own_model else "")
             row.update(verdict=rule.NOT_RECHECKED, reason_code=reasons.HOST_BOUND_HERE, awaiting_rerun=True, reason=(
                 f"host-bound here: a and b took {us(replica_ns[0])} and {us(replica_ns[1])} µs under the replica "
-                f"against {us(device_ns[0])} and {us(device_ns[1])} µs of device time, and {floor} (bare metal: "
-                f"{rule.BARE_METAL_FLOOR_NS / 1000:.1f} µs); awaiting a host that can decide it"))
+                f"against {us(device_ns[0])} and {us(device_ns[1])} µs of device time{source}, and {floor} (bare "
+                f"metal: {rule.BARE_METAL_FLOOR_NS / 1000:.1f} µs); awaiting a host that can decide it"))
 
 
 def _check_latency(con: duckdb.DuckDBPyConnection, rows: list[dict], spread: dict | None = None) -> None:

@@ -238,22 +238,32 @@ def verdict(source_ratio: float, interval: RatioInterval | None,
 # put Liger's softmax at 24-73 us under do_bench against 6 us of device time: its launch path, not the card,
 # set those times.
 BARE_METAL_FLOOR_NS = 3_800
-# A host whose floor is above this multiple of bare metal launches slower than the source's could have.
+# A host whose floor is above this multiple of bare metal launches slower than the source's could have; a
+# waiting pass that took this multiple of the source's own do_bench median of it, on the claim's card model,
+# was slowed by this host.
 SLOW_HOST_FACTOR = 1.5
 # A pass whose replica median exceeds its device median by more than this factor waits on its host.
 HOST_WAIT_FACTOR = 1.2
 
 
 def host_bound_here(floor_ns: float | None, replica_ns: Sequence[float | None],
-                    device_ns: Sequence[float | None]) -> bool:
+                    device_ns: Sequence[float | None], source_ns: Sequence[float | None] = (None, None)) -> bool:
     """Whether a source-replica verdict may have been timed by this session's host rather than the card, so
     that it cannot decide the claim: the pass of a or b took over HOST_WAIT_FACTOR x its device-time median
     under do_bench (``replica_ns``, ``device_ns``: a's and b's medians; a side without a device median counts as
-    waiting), and the session's launch floor ``floor_ns`` (do_bench's median of an empty Triton kernel) is over
-    SLOW_HOST_FACTOR x BARE_METAL_FLOOR_NS or was not measured. A pass that waits on a host like the source's
-    waited there too, and decides; a pass that does not wait on its host decides on any host."""
-    waits = any(d is None or r is None or r > HOST_WAIT_FACTOR * d for r, d in zip(replica_ns, device_ns))
-    return waits and (floor_ns is None or floor_ns > SLOW_HOST_FACTOR * BARE_METAL_FLOOR_NS)
+    waiting), and this host is unlike the source's for it: the session's launch floor ``floor_ns`` (do_bench's
+    median of an empty Triton kernel) is over SLOW_HOST_FACTOR x BARE_METAL_FLOOR_NS or was not measured, or a
+    waiting pass took over SLOW_HOST_FACTOR x the source's own do_bench median of it (``source_ns``, given where
+    the source measured the claim's card model). A pass that waits on a host like the source's waited there
+    too, and decides; a pass that does not wait on its host decides on any host."""
+    waiting = [side for side, (r, d) in enumerate(zip(replica_ns, device_ns))
+               if d is None or r is None or r > HOST_WAIT_FACTOR * d]
+    if not waiting:
+        return False
+    if floor_ns is None or floor_ns > SLOW_HOST_FACTOR * BARE_METAL_FLOOR_NS:
+        return True
+    return any(replica_ns[side] is not None and source_ns[side] is not None
+               and replica_ns[side] > SLOW_HOST_FACTOR * source_ns[side] for side in waiting)
 
 
 def host_bound(device_verdict: str, replica_verdict: str) -> bool:
