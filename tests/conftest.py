@@ -9,6 +9,7 @@ import csv
 import fcntl
 import gzip
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -91,8 +92,18 @@ def run_cli(home: Path, *args: str, timeout: float = 180, **env) -> subprocess.C
 
 
 def ingest(home: Path, *sources, **env) -> subprocess.CompletedProcess:
-    args = [a for s in sources for a in ("--source", str(s))]
-    result = run_cli(home, "ingest", *args, **env)
+    """`kernelindex ingest --source S...` into `home`, run to success, in this process (the environment
+    `run_cli` gives a new one): the same Dagster job, without starting Python and importing Dagster again.
+    The tests of what the command's process does (its exit, a kill) start it with `run_cli`."""
+    from kernelindex_pipeline import cli
+
+    args = ["ingest", *(a for s in sources for a in ("--source", str(s)))]
+    unset = {k: None for k in os.environ if k.startswith(("KERNELINDEX_", "DAGSTER_", "GITHUB_TOKEN"))}
+    out, err = io.StringIO(), io.StringIO()
+    with environment(**{**unset, **cli_env(home, **env)}), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err), contextlib.chdir(REPO):
+        code = cli.main(args)
+    result = subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
     assert result.returncode == 0, f"ingest failed ({result.returncode}):\n{result.stderr[-4000:]}"
     return result
 
@@ -303,3 +314,18 @@ def shared_homes_built_side_by_side(request):
     for name in wanted:
         if name in used:
             request.getfixturevalue(name)
+
+
+# The test files that take longest, longest first (`pytest --durations=0`, summed per file): under
+# `--dist loadfile --no-loadscope-reorder` the workers take files in collection order, so the long ones start
+# first and the short ones fill the end, rather than one long file running alone at the end.
+LONGEST_FIRST = ("test_atomicity.py", "test_warehouse_safety.py", "test_incremental.py", "test_kernels_interpret.py",
+                 "test_live_ingest.py", "test_gh_pages_ingest.py", "test_digests.py", "test_ingest.py",
+                 "test_site_index.py", "test_adapters_losses.py", "test_adapters_mlps.py", "test_fuzz_ingest.py",
+                 "test_export_assets.py", "test_published_bytes.py", "test_adapters_attention.py",
+                 "test_site_pages.py", "test_export.py", "test_claim_checks.py")
+
+
+def pytest_collection_modifyitems(items):
+    order = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)))
