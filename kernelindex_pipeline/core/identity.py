@@ -28,8 +28,8 @@ API_VERSION_V1ALPHA2 = "kernelindex.dev/v1alpha2"
 # Multilingual Plane (RFC 8785 sorts keys by UTF-16 code units, Python by code points) or lone surrogates,
 # rfc8785 writes the whole object. A match inside a string only costs the slower, still exact, path.
 _FLOAT_FORMS = (re.compile(r"\.0[,\]}]"), re.compile(r"e[+-][0-9]"))
-_OTHER_DIFFERENCES = tuple(re.compile(pattern) for pattern in (
-    r'":-?[0-9]{16}', r",-?[0-9]{16}", r"\[-?[0-9]{16}", "[\ud800-\U0010ffff]"))
+_OTHER_DIFFERENCES = tuple(re.compile(pattern) for pattern in (r'":-?[0-9]{16}', r",-?[0-9]{16}", r"\[-?[0-9]{16}"))
+_BEYOND_BMP = re.compile("[\ud800-\U0010ffff]")  # searched only in text that is not all ASCII
 _STRING = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")')
 _FLOAT = re.compile(r"-?[0-9]+(?:\.0(?![0-9])|(?:\.[0-9]+)?e[+-][0-9]+)")
 # A whole number written with ".0" and at most 15 digits, which a double holds exactly: ECMAScript writes
@@ -67,7 +67,8 @@ def ecmascript_number(number: float) -> str:
 
 def _rfc8785_text(obj, text: str) -> str:
     """The RFC 8785 text of `obj`, given its json.dumps `text` (the same for most objects)."""
-    if text[:1] not in ("{", "[") or any(pattern.search(text) for pattern in _OTHER_DIFFERENCES):
+    if text[:1] not in ("{", "[") or any(pattern.search(text) for pattern in _OTHER_DIFFERENCES) \
+            or (not text.isascii() and _BEYOND_BMP.search(text)):
         return rfc8785.dumps(obj).decode("utf-8")
     if not any(pattern.search(text) for pattern in _FLOAT_FORMS):
         return text
