@@ -76,8 +76,12 @@ NO_EVIDENCE = Path(tempfile.mkdtemp(prefix="kernelindex-no-evidence-"))
 atexit.register(shutil.rmtree, NO_EVIDENCE, ignore_errors=True)
 
 
+# The variables a test's `kernelindex` does not take from the test's own environment.
+NOT_INHERITED = ("KERNELINDEX_", "DAGSTER_", "GITHUB_TOKEN")
+
+
 def cli_env(home: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELINDEX_", "DAGSTER_", "GITHUB_TOKEN"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_INHERITED)}
     return {**env, **FAST_HTTP, "KERNELINDEX_HOME": str(home), "KERNELINDEX_EVIDENCE": str(NO_EVIDENCE), **extra}
 
 
@@ -94,11 +98,12 @@ def run_cli(home: Path, *args: str, timeout: float = 180, **env) -> subprocess.C
 def ingest(home: Path, *sources, **env) -> subprocess.CompletedProcess:
     """`kernelindex ingest --source S...` into `home`, run to success, in this process (the environment
     `run_cli` gives a new one): the same Dagster job, without starting Python and importing Dagster again.
-    The tests of what the command's process does (its exit, a kill) start it with `run_cli`."""
+    The tests of what the command's process does (its exit status and last line, a kill) start it as a
+    process (`run_cli`, `start_ingest`)."""
     from kernelindex_pipeline import cli
 
     args = ["ingest", *(a for s in sources for a in ("--source", str(s)))]
-    unset = {k: None for k in os.environ if k.startswith(("KERNELINDEX_", "DAGSTER_", "GITHUB_TOKEN"))}
+    unset = {k: None for k in os.environ if k.startswith(NOT_INHERITED)}
     out, err = io.StringIO(), io.StringIO()
     with environment(**{**unset, **cli_env(home, **env)}), contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(err), contextlib.chdir(REPO):

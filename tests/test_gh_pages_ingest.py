@@ -416,9 +416,8 @@ def test_intoto_export_bundles_one_signed_statement_per_decided_claim_and_protoc
     from securesystemslib.exceptions import VerificationError
 
     from kernelindex_pipeline.core.identity import digest
-    from kernelindex_pipeline.site.statements import PREDICATE_TYPE
-
-    from kernelindex_pipeline.site.statements import envelope as signed_envelope, load_signer
+    from kernelindex_pipeline.site.statements import PREDICATE_TYPE, load_signer
+    from kernelindex_pipeline.site.statements import envelope as signed_envelope
 
     _, folder, public, pem = statements
     signer = load_signer(pem)
