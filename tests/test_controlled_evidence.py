@@ -2,9 +2,11 @@
 
 import gzip
 import json
+import math
 import shutil
 from pathlib import Path
 
+from kernelindex_pipeline.ingest import evidence
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.checks import recompute_digests
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
@@ -82,6 +84,65 @@ def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path, evidence_sa
     assert loaded.rows > 0 and loaded.details["refused"] == 2
     assert "lacks protocol" in reasons["broken.jsonl.gz"]
     assert "unreadable evidence file" in reasons["truncated.jsonl.gz"]
+
+
+def _hostile_lines(record: dict) -> list[str]:
+    """Lines the set-based reader must hand to Python's (or read as Python would), each from a real record and
+    a run of its own (observed a second apart) but the last."""
+    seconds = iter(range(60))
+
+    def variant(**changes):
+        return json.dumps({**record, "observed_at": f"2026-01-01T00:00:{next(seconds):02d}Z", **changes})
+    raised = {k: v for k, v in record.items() if k != "reason_code"} | {"observed_at": "2026-01-01T00:01:00Z"}
+    return [
+        json.dumps({**record, "median": 1.0}), variant(median=float("nan")), variant(samples=[1, True, 2.5]), variant(samples=[]), variant(samples="many"),
+        variant(reason="\ud800 broken", status="failed"), variant(provider="tórch"), variant(session="", tensor_dtype=""),
+        variant(implied=None, dtype=None), json.dumps(raised | {"status": "failed", "reason": "raised RuntimeError: x"}),
+        json.dumps(record)[:-1] + ', "provider": "torch"}',  # a key twice: Python's parser keeps the last
+        json.dumps([record]), variant(protocol=None), variant(params={"hidden": 2.0, "rows": 1e-06}),
+        variant(environment={**record["environment"], "spec": {}}), variant(median=12, p20=True),
+        variant(implementation={"code_revision": 7}), variant(implementation="x"), variant(environment={"spec": []}), variant(observed_at="yesterday"), variant(compile=None),
+        json.dumps({**record, "median": 2.0, "note": "seeds: inf"}),  # the first line's run, read by Python's parser
+        json.dumps(record),  # and again: the last line of a run id stands
+    ]
+
+
+def test_set_based_reading_gives_what_controlled_run_gives_for_every_line(tmp_path, evidence_sample):
+    """The evidence files are read in SQL; every line, real or hostile, must become the run controlled_run makes
+    of it, or be refused with its reason; a file with a line Python cannot parse is refused whole."""
+    files = sorted(evidence_sample.glob("*.jsonl.gz"))
+    with gzip.open(files[0], "rt") as handle:
+        record = json.loads(handle.readline())
+    hostile = tmp_path / "hostile.jsonl.gz"
+    hostile.write_bytes(gzip.compress(("\n".join(_hostile_lines(record)) + "\n\n").encode()))
+    trailing = tmp_path / "trailing-comma.jsonl.gz"
+    trailing.write_bytes(gzip.compress((json.dumps(record) + "\n" + json.dumps(record)[:-1] + ",}\n").encode()))
+    lowercase = tmp_path / "lowercase-nan.jsonl.gz"
+    lowercase.write_bytes(gzip.compress(json.dumps(record).replace('"median": ', '"median": nan, "m": ', 1).encode()))
+    paths = files + [hostile, trailing, lowercase]
+    found = dict(zip(paths, evidence.load_evidence(paths)))
+    for path in files + [hostile]:
+        expected, refused = {}, []
+        lines = evidence.read_lines(path)
+        for n, line in enumerate(lines, start=1):
+            try:
+                row, *_ = evidence.controlled_run(json.loads(line), path.name, line)
+            except evidence.REFUSED as exc:
+                refused.append((n, f"evidence record refused: {exc}"))
+                continue
+            expected[row["run_id"]] = row  # at its first line's place, as its last line says
+        runs = {row["run_id"]: row for row in found[path].runs.to_pylist()}
+        assert list(runs) == list(expected)
+        for run_id, row in expected.items():
+            for column, value in row.items():
+                got = runs[run_id][column]
+                if column == "correctness" and value is not None:
+                    value, got = json.loads(value), json.loads(got)
+                assert got == value or (value != value and math.isnan(got)), (path.name, column, value, got)
+        assert [(r["line_number"], r["reason"]) for r in found[path].refused] == refused
+    assert len(refused) == 8 and {row["samples"] is None for row in expected.values()} == {True, False}
+    for path in (trailing, lowercase):
+        assert found[path].runs is None and found[path].refused[0]["reason"].startswith("unreadable evidence file")
 
 
 def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(default_warehouse):

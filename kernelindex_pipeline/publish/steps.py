@@ -363,11 +363,11 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], 
         con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
     protocols, environments, workloads = {}, {}, {}
     for found in evidence.load_evidence(new):
-        if found.runs:
-            with registered(con, c_file=pa.Table.from_pylist(found.runs)):
+        if found.runs is not None and found.runs.num_rows:
+            with registered(con, c_file=found.runs):
                 con.execute(f"DELETE FROM {staged} WHERE run_id IN (SELECT run_id FROM c_file)")
                 con.execute(f"INSERT INTO {staged} BY NAME SELECT * REPLACE (record::JSON AS record, "
-                            "correctness::JSON AS correctness) FROM c_file")
+                            "json(correctness) AS correctness) FROM c_file")
         if found.refused:
             refused = pa.Table.from_pylist(
                 [{**r, "source_revision": None, "revision_key": f"evidence/{r['source']}"} for r in found.refused],
