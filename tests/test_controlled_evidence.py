@@ -6,7 +6,7 @@ import math
 import shutil
 from pathlib import Path
 
-from kernelindex_pipeline.ingest import evidence, evidence_files
+from kernelindex_pipeline.ingest import evidence
 from kernelindex_pipeline.publish import steps
 from kernelindex_pipeline.defs.checks import recompute_digests
 from kernelindex_pipeline.defs.resources import SHIPPED_EVIDENCE
@@ -120,18 +120,17 @@ def test_set_based_reading_gives_what_controlled_run_gives_for_every_line(tmp_pa
     lowercase = tmp_path / "lowercase-nan.jsonl.gz"
     lowercase.write_bytes(gzip.compress(json.dumps(record).replace('"median": ', '"median": nan, "m": ', 1).encode()))
     paths = files + [hostile, trailing, lowercase]
-    found = dict(zip(paths, evidence_files.load_evidence(paths)))
+    found = dict(zip(paths, evidence.load_evidence(paths)))
     for path in files + [hostile]:
         expected, refused = {}, []
-        lines = evidence_files.read_lines(path)
-        for n, line in enumerate(lines, start=1):
+        for n, (_, line) in enumerate(evidence.read_records(path), start=1):
             try:
                 row, *_ = evidence.controlled_run(json.loads(line), path.name, line)
             except evidence.REFUSED as exc:
                 refused.append((n, f"evidence record refused: {exc}"))
                 continue
             expected[row["run_id"]] = row  # at its first line's place, as its last line says
-        runs = {row["run_id"]: row for row in found[path].runs.to_pylist()}
+        runs = {row["run_id"]: row for row in found[path].runs}
         assert list(runs) == list(expected)
         for run_id, row in expected.items():
             for column, value in row.items():
@@ -140,7 +139,7 @@ def test_set_based_reading_gives_what_controlled_run_gives_for_every_line(tmp_pa
         assert [(r["line_number"], r["reason"]) for r in found[path].refused] == refused
     assert len(refused) == 8 and {row["samples"] is None for row in expected.values()} == {True, False}
     for path in (trailing, lowercase):
-        assert found[path].runs is None and found[path].refused[0]["reason"].startswith("unreadable evidence file")
+        assert not found[path].runs and found[path].refused[0]["reason"].startswith("unreadable evidence file")
 
 
 def test_readme_rerun_query_runs_and_the_seed_backward_goal_holds(default_warehouse):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import kernels
 from kernelindex_pipeline.core import catalog, reasons
@@ -24,6 +28,12 @@ class EvidenceError(ValueError):
 REFUSED = (EvidenceError, AttributeError, KeyError, TypeError, ValueError)
 
 
+def read_records(path: Path) -> list[tuple[dict, str]]:
+    """Each record of an evidence file, with its line as committed (what `controlled_runs.record` keeps)."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [(json.loads(line), line.strip()) for line in handle if line.strip()]
+
+
 # What a session measures of its machine, recorded in its environment but not part of the stack.
 SESSION_MEASURED = ("ceilings", "launchFloor")
 
@@ -38,13 +48,13 @@ def stack_environment(environment: dict) -> dict:
 
 
 @functools.lru_cache(maxsize=4096)
-def workload_of_text(kernel: str, params: str, dtype: str | None, implied: str) -> dict:
+def _workload(kernel: str, params: str, dtype: str | None, implied: str) -> dict:
     """workload_definition of parameters given as JSON text: one per workload a batch measures, not per record."""
     return workload_definition(kernel, json.loads(params), dtype, json.loads(implied))
 
 
 @functools.lru_cache(maxsize=1024)
-def published_text(text: str) -> Published:
+def _published_text(text: str) -> Published:
     """A protocol or environment as published, from its JSON: one per batch, not per record."""
     return published(json.loads(text))
 
@@ -63,15 +73,16 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
     not_numbers = [k for k in ("median", "p20", "p80") if type(record.get(k)) not in (type(None), int, float)]
     if not_numbers:
         raise EvidenceError(f"evidence record's {', '.join(not_numbers)} not a number")
-    try:
-        json.dumps(record, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise EvidenceError(f"evidence record holds text that is not Unicode: {exc.reason}") from exc
+    if "\\ud" in (json.dumps(record) if line is None else line).lower():  # a UTF-16 surrogate, paired or not
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise EvidenceError(f"evidence record holds text that is not Unicode: {exc.reason}") from exc
     kernel, provider, mode, metric = (record[k] for k in ("kernel", "provider", "mode", "metric"))
-    protocol = published_text(json.dumps(record["protocol"], sort_keys=True))
-    environment = published_text(json.dumps(stack_environment(record["environment"]), sort_keys=True))
+    protocol = _published_text(json.dumps(record["protocol"], sort_keys=True))
+    environment = _published_text(json.dumps(stack_environment(record["environment"]), sort_keys=True))
     hardware = environment.obj["spec"]["hardware"]
-    workload = workload_of_text(kernel, json.dumps(record["params"], sort_keys=True), record.get("dtype"),
+    workload = _workload(kernel, json.dumps(record["params"], sort_keys=True), record.get("dtype"),
                          json.dumps(record.get("implied") or {}, sort_keys=True))
     gpu_slug = slugify(catalog.gpu_label(hardware["product"], hardware.get("formFactor")))
     observed = datetime.fromisoformat(record["observed_at"].replace("Z", "+00:00")).astimezone(timezone.utc)
@@ -107,14 +118,14 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         "tensor_dtype": record.get("tensor_dtype") or record.get("dtype") or "fp32",
         # What the claims read of each record, read out of it once here rather than at every publication.
         "compile_recorded": record.get("compile") is not None,
-        "launch_floor_ns": launch_floor_ns_of(record["environment"]),
+        "launch_floor_ns": _launch_floor_ns(record["environment"]),
         "correctness": None if record.get("correctness") is None else json.dumps(record["correctness"]),
         "code_revision": _text((record.get("implementation") or {}).get("code_revision")),
     }
     return row, protocol, environment, workload
 
 
-def launch_floor_ns_of(environment: dict) -> float | None:
+def _launch_floor_ns(environment: dict) -> float | None:
     """The session's launch floor (an empty Triton kernel under do_bench, ns) its environment records."""
     floor = ((environment.get("spec") or {}).get("launchFloor") or {}).get("emptyTritonKernel") or {}
     try:
@@ -127,11 +138,51 @@ def _text(value) -> str | None:
     return None if value is None else str(value)
 
 
+@dataclass
+class EvidenceFile:
+    """What one evidence file gives: controlled runs, their protocols and environments (as published) and
+    workloads (by digest), and the records refused, each with its reason."""
+
+    runs: list[dict] = field(default_factory=list)
+    protocols: dict[str, Published] = field(default_factory=dict)
+    environments: dict[str, Published] = field(default_factory=dict)
+    workloads: dict[str, dict] = field(default_factory=dict)
+    refused: list[dict] = field(default_factory=list)
+
+
 def _samples(value) -> list[float] | None:
     """The per-repetition samples a claim check compares (None unless a list of numbers)."""
     if not isinstance(value, list) or not set(map(type, value)) <= {int, float}:  # bool is not int here
         return None
     return list(map(float, value))
+
+
+def load_evidence(paths: list[Path]) -> Iterator[EvidenceFile]:
+    """Each evidence file in turn (so memory follows the largest file); a run id listed twice in a file
+    keeps its last record."""
+    for path in paths:
+        found = EvidenceFile()
+        try:
+            records = read_records(path)
+        except (OSError, EOFError, ValueError) as exc:
+            found.refused.append({"source": path.name, "line_number": 0, "reason": f"unreadable evidence file: {exc}",
+                                  "raw_line": ""})
+            yield found
+            continue
+        runs = {}
+        for n, (record, line) in enumerate(records, start=1):
+            try:
+                row, protocol, environment, workload = controlled_run(record, path.name, line)
+            except REFUSED as exc:
+                found.refused.append({"source": path.name, "line_number": n,
+                                      "reason": f"evidence record refused: {exc}", "raw_line": json.dumps(record)[:2000]})
+                continue
+            runs[row["run_id"]] = row
+            found.protocols[row["protocol_digest"]] = protocol
+            found.environments[row["environment_digest"]] = environment
+            found.workloads[workload["workload_digest"]] = workload
+        found.runs = list(runs.values())
+        yield found
 
 
 # Each controlled run against the source-native runs of the same kernel, pass, metric, workload and

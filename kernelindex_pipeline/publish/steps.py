@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from kernelindex_pipeline.core import catalog
 
-from kernelindex_pipeline.ingest.evidence_files import load_evidence
+from kernelindex_pipeline.ingest import evidence
 from kernelindex_pipeline.verdicts import claims
 from kernelindex_pipeline.publish.audit import audit
 from kernelindex_pipeline.publish.derived import (
@@ -362,9 +362,9 @@ def load_controlled_evidence(con: duckdb.DuckDBPyConnection, files: list[Path], 
     if not reload:
         con.execute("CREATE OR REPLACE TEMP TABLE c_new AS SELECT * FROM controlled_runs WHERE false")
     protocols, environments, workloads = {}, {}, {}
-    for found in load_evidence(new):
-        if found.runs is not None and found.runs.num_rows:
-            with registered(con, c_file=found.runs):
+    for found in evidence.load_evidence(new):
+        if found.runs:
+            with registered(con, c_file=pa.Table.from_pylist(found.runs)):
                 con.execute(f"DELETE FROM {staged} WHERE run_id IN (SELECT run_id FROM c_file)")
                 con.execute(f"INSERT INTO {staged} BY NAME SELECT * REPLACE (record::JSON AS record, "
                             "correctness::JSON AS correctness) FROM c_file")
