@@ -87,8 +87,8 @@ def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path, evidence_sa
 
 
 def _hostile_lines(record: dict) -> list[str]:
-    """Lines the set-based reader must hand to Python's (or read as Python would), each from a real record and
-    a run of its own (observed a second apart) but the last."""
+    """Hostile variants of a real record (wrong types, missing parts, a lone surrogate, a key given twice), each
+    a run of its own (observed a second apart) but the last two, which repeat the first's."""
     seconds = iter(range(60))
 
     def variant(**changes):
@@ -107,9 +107,10 @@ def _hostile_lines(record: dict) -> list[str]:
     ]
 
 
-def test_set_based_reading_gives_what_controlled_run_gives_for_every_line(tmp_path, evidence_sample):
-    """The evidence files are read in SQL; every line, real or hostile, must become the run controlled_run makes
-    of it, or be refused with its reason; a file with a line Python cannot parse is refused whole."""
+def test_every_evidence_line_becomes_its_run_or_a_refusal_never_a_crash(tmp_path, evidence_sample):
+    """Every line, real or hostile, becomes the run controlled_run makes of it or is refused with its reason; a
+    run id listed twice keeps its first line's place and its last line's values; a file with a line that is not
+    JSON is refused whole."""
     files = sorted(evidence_sample.glob("*.jsonl.gz"))
     with gzip.open(files[0], "rt") as handle:
         record = json.loads(handle.readline())
