@@ -95,14 +95,28 @@ def _hostile_lines(record: dict) -> list[str]:
         return json.dumps({**record, "observed_at": f"2026-01-01T00:00:{next(seconds):02d}Z", **changes})
     raised = {k: v for k, v in record.items() if k != "reason_code"} | {"observed_at": "2026-01-01T00:01:00Z"}
     return [
-        json.dumps({**record, "median": 1.0}), variant(median=float("nan")), variant(samples=[1, True, 2.5]), variant(samples=[]), variant(samples="many"),
-        variant(reason="\ud800 broken", status="failed"), variant(provider="tórch"), variant(session="", tensor_dtype=""),
-        variant(implied=None, dtype=None), json.dumps(raised | {"status": "failed", "reason": "raised RuntimeError: x"}),
+        json.dumps({**record, "median": 1.0}),
+        variant(median=float("nan")),
+        variant(samples=[1, True, 2.5]),
+        variant(samples=[]),
+        variant(samples="many"),
+        variant(reason="\ud800 broken", status="failed"),  # refused: a lone surrogate
+        variant(provider="tórch"),
+        variant(session="", tensor_dtype=""),
+        variant(implied=None, dtype=None),
+        json.dumps(raised | {"status": "failed", "reason": "raised RuntimeError: x"}),
         json.dumps(record)[:-1] + ', "provider": "torch"}',  # a key twice: Python's parser keeps the last
-        json.dumps([record]), variant(protocol=None), variant(params={"hidden": 2.0, "rows": 1e-06}),
-        variant(environment={**record["environment"], "spec": {}}), variant(median=12, p20=True),
-        variant(implementation={"code_revision": 7}), variant(implementation="x"), variant(environment={"spec": []}), variant(observed_at="yesterday"), variant(compile=None),
-        json.dumps({**record, "median": 2.0, "note": "seeds: inf"}),  # the first line's run, read by Python's parser
+        json.dumps([record]),  # refused: not an object
+        variant(protocol=None),  # refused: not an object
+        variant(params={"hidden": 2.0, "rows": 1e-06}),
+        variant(environment={**record["environment"], "spec": {}}),  # refused: no hardware
+        variant(median=12, p20=True),  # refused: not a number
+        variant(implementation={"code_revision": 7}),
+        variant(implementation="x"),  # refused
+        variant(environment={"spec": []}),  # refused
+        variant(observed_at="yesterday"),  # refused: not a timestamp
+        variant(compile=None),
+        json.dumps({**record, "median": 2.0, "note": "seeds: inf"}),  # the first line's run again
         json.dumps(record),  # and again: the last line of a run id stands
     ]
 
@@ -138,7 +152,8 @@ def test_every_evidence_line_becomes_its_run_or_a_refusal_never_a_crash(tmp_path
                 got = runs[run_id][column]
                 assert got == value or (value != value and math.isnan(got)), (path.name, column, value, got)
         assert [(r["line_number"], r["reason"]) for r in found[path].refused] == refused
-    assert len(refused) == 8 and {row["samples"] is None for row in expected.values()} == {True, False}
+    assert [n for n, _ in refused] == [6, 12, 13, 15, 16, 18, 19, 20]
+    assert {row["samples"] is None for row in expected.values()} == {True, False}
     for path in (trailing, lowercase):
         assert not found[path].runs and found[path].refused[0]["reason"].startswith("unreadable evidence file")
 
