@@ -220,8 +220,8 @@ def test_sql_numbers_are_ecmascript_numbers():
 
 
 def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse):
-    """Source-native manifests are written in SQL: every one, its text, digest and v1alpha1 digest, is what
-    identity.published makes of the BenchmarkRun built in Python."""
+    """Manifests are written in SQL: every one, source-native or controlled, its text, digest and v1alpha1
+    digest, is what identity.published makes of the BenchmarkRun built in Python."""
     from kernelindex_pipeline.runs import manifests
 
     with shipped_warehouse.reader() as con:
@@ -230,17 +230,21 @@ def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse
         con.execute(manifests.CONTROLLED_PARTS_SQL)
         con.execute(manifests.MANIFEST_INPUTS_SQL)
         con.execute(manifests.ECMASCRIPT_NUMBER_SQL)
+        parts = con.sql("SELECT run_id, achieved, ceilings, correctness FROM _manifest_inputs WHERE controlled").to_arrow_table()
+        con.register("_page_heads", manifests.controlled_heads(parts))
         written = {r: rest for r, *rest in con.execute(
-            f"SELECT run_id, run, run_digest, run_digest_v1alpha1 FROM ({manifests.SOURCE_MANIFESTS_SQL})",
+            f"SELECT run_id, run, run_digest, run_digest_v1alpha1 FROM ({manifests.MANIFESTS_SQL})",
             {"first": 1, "last": 10**9}).fetchall()}
-        rows = con.sql("SELECT * FROM _manifest_inputs WHERE NOT controlled").to_arrow_table().to_pylist()
-    assert len(written) == len(rows) > 1_000
+        rows = con.sql("SELECT * FROM _manifest_inputs").to_arrow_table().to_pylist()
+    assert len(written) == len(rows)
     versions = set()
     for row in rows:
-        made = manifests.published_run(manifests.run_manifest(row), aliases)
+        extra = manifests.controlled_spec(row) if row["controlled"] else None
+        made = manifests.published_run(manifests.run_manifest(row, extra), aliases)
         assert written[row["run_id"]] == [made.text, made.digest, made.alias], row["run_id"]
-        versions.add(made.obj["apiVersion"])
-    assert versions == {API_VERSION, API_VERSION_V1ALPHA2}
+        versions.add((row["controlled"], made.obj["apiVersion"]))
+    assert versions == {(controlled, api) for controlled in (False, True) for api in (API_VERSION, API_VERSION_V1ALPHA2)}
+    assert sum(row["controlled"] for row in rows) > 1_000 and sum(not row["controlled"] for row in rows) > 1_000
 
 
 def test_sql_built_comparison_keys_are_rfc8785_digests(shipped_warehouse):

@@ -84,6 +84,12 @@ def canonical_json(obj) -> str:
     return _rfc8785_text(obj, v1alpha1_json(obj))
 
 
+def canonical_texts(obj) -> tuple[str, str]:
+    """The RFC 8785 text of an object and its v1alpha1 text."""
+    text = v1alpha1_json(obj)
+    return _rfc8785_text(obj, text), text
+
+
 def digested_part(obj):
     """What a digest is taken of: the object without its `metadata`."""
     if isinstance(obj, dict) and "metadata" in obj:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pyarrow as pa
 
 from kernelindex_pipeline.core import catalog
-from kernelindex_pipeline.core.identity import API_VERSION, API_VERSION_V1ALPHA2, Published, published
+from kernelindex_pipeline.core.identity import (API_VERSION, API_VERSION_V1ALPHA2, Published, canonical_texts,
+                                                 published)
 from kernelindex_pipeline.warehouse.schema import rows_of_runs
 from kernelindex_pipeline.warehouse.sql import registered
 
@@ -51,10 +53,11 @@ def run_manifest(run: dict, extra_spec: dict | None = None) -> dict:
 # read first on their own: few rows, each record's JSON parsed once.
 CONTROLLED_PARTS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _controlled_parts AS
-SELECT run_id, correctness, json_extract(record, '$.environment.spec.ceilings') AS ceilings,
-    json_extract(record, '$.achieved') AS achieved,
-    json_extract_string(record, '$.implementation_label') AS implementation_label
-FROM {rows_of_runs("controlled_runs", "SELECT run_id FROM scope_runs")}
+SELECT run_id, correctness, parts[1] AS ceilings, parts[2] AS achieved,
+    json_extract_string(parts[3], '$') AS implementation_label
+FROM (SELECT run_id, correctness,
+        json_extract(record, ['$.environment.spec.ceilings', '$.achieved', '$.implementation_label']) AS parts
+    FROM {rows_of_runs("controlled_runs", "SELECT run_id FROM scope_runs")})
 """
 # The runs in `scope_runs` (see history.py), numbered, with the columns a manifest is made of.
 MANIFEST_INPUTS_SQL = """
@@ -84,15 +87,50 @@ _REFERENCES = ("protocolDigest", "workloadDigest", "environmentDigest", "impleme
 def controlled_spec(row: dict) -> dict:
     """What a controlled run adds to its BenchmarkRun (from its record's parts in MANIFEST_INPUTS_SQL): how
     it was checked, the ceilings its batch measured, and how close to them it came."""
-    extra = {"correctness": json.loads(row["correctness"]) if row["correctness"] else {},
-             "evidenceLevel": catalog.CONTROLLED}
+    extra = {"correctness": _loaded(row["correctness"]) or {}, "evidenceLevel": catalog.CONTROLLED}
     for key in ("ceilings", "achieved"):
-        value = json.loads(row[key]) if row[key] else None
+        value = _loaded(row[key])
         if value:
             extra[key] = value
     if row["implementation_label"]:
         extra["implementationLabel"] = row["implementation_label"]
     return extra
+
+
+def _loaded(text: str | None):
+    return json.loads(text) if text else None
+
+
+# The members of a controlled run's spec that sort before "environmentDigest", as controlled_spec makes them.
+_HEAD_MEMBERS = ("achieved", "ceilings", "correctness")
+
+
+@functools.lru_cache(maxsize=4096)  # a batch's ceilings: one per session, not per run
+def _member_texts(text: str | None) -> tuple[str, str] | None:
+    """RFC 8785 and v1alpha1 texts of a JSON part given as text; None where controlled_spec leaves it out."""
+    value = _loaded(text)
+    return canonical_texts(value) if value else None
+
+
+def controlled_heads(parts: pa.Table) -> pa.Table:
+    """`_page_heads` (run_id, head, head_v1alpha1) of rows of `_manifest_inputs` (run_id and _HEAD_MEMBERS): each
+    controlled run's members before "environmentDigest", written once as RFC 8785 and once as v1alpha1 (NULL
+    where they cannot be written: the run is then left to Python)."""
+    heads, heads_v1alpha1 = [], []
+    for row in parts.to_pylist():
+        written, written_v1alpha1 = [], []
+        try:
+            for key in _HEAD_MEMBERS:
+                texts = _member_texts(row[key]) or (("{}", "{}") if key == "correctness" else None)
+                if texts:
+                    written.append(f'"{key}":{texts[0]},')
+                    written_v1alpha1.append(f'"{key}":{texts[1]},')
+        except (ValueError, TypeError):  # rfc8785 refuses what a double cannot hold
+            written = written_v1alpha1 = None
+        heads.append(None if written is None else "".join(written))
+        heads_v1alpha1.append(None if written_v1alpha1 is None else "".join(written_v1alpha1))
+    return pa.table({"run_id": parts.column("run_id"), "head": pa.array(heads, pa.string()),
+                     "head_v1alpha1": pa.array(heads_v1alpha1, pa.string())})
 
 
 def published_run(run: dict, aliases: dict[str, str]) -> Published:
@@ -121,43 +159,49 @@ END
 """
 
 
-def _spec_sql(number: str, digest: str) -> str:
-    """The RFC 8785 text of a source-native run's spec, from a row of `_manifest_inputs` (keys in order);
-    `number` writes a double given as VARCHAR, `digest` names a referenced digest column."""
+def _spec_sql(number: str, digest: str, head: str) -> str:
+    """The RFC 8785 text of a run's spec, from a row of `_manifest_inputs` (keys in order); `number` writes a
+    double given as VARCHAR, `digest` names a referenced digest column, `head` is the column of a controlled
+    run's members that sort first (written by `controlled_heads`)."""
     def metric(q: str) -> str:
         return f"""'"' || source_unit || '_{q}":' || {number.format(f"CAST(source_p{q} AS VARCHAR)")}"""
     measurement = """'{{"metric":"' || metric || '","statistic":"{stat}","unit":"' || unit || '","value":' || {column} || '}}'"""
-    primary = """'{{"{name}":{{"median":' || median_value || '}},"primaryStatistic":"median"}}'"""
-    return f"""'{{"environmentDigest":"' || {digest.format("environment_digest")}
-        || '","implementationDigest":"' || {digest.format("implementation_digest")}
-        || '","measurements":[' || concat_ws(',',
+    primary = """'{{"{name}":{{"median":' || coalesce(CAST(median_value AS VARCHAR), 'null')
+        || '}},"primaryStatistic":"median"}}'"""
+    return f"""'{{' || CASE WHEN controlled THEN {head} ELSE '' END
+        || '"environmentDigest":"' || {digest.format("environment_digest")}
+        || CASE WHEN controlled THEN '","evidenceLevel":"{catalog.CONTROLLED}' ELSE '' END
+        || '","implementationDigest":"' || {digest.format("implementation_digest")} || '"'
+        || CASE WHEN controlled AND implementation_label <> ''
+            THEN ',"implementationLabel":' || to_json(implementation_label)::VARCHAR ELSE '' END
+        || ',"measurements":[' || concat_ws(',',
             CASE WHEN p20_value IS NOT NULL THEN {measurement.format(stat="p20", column="p20_value")} END,
             CASE WHEN p80_value IS NOT NULL THEN {measurement.format(stat="p80", column="p80_value")} END) || ']'
         || CASE WHEN metric <> 'latency' THEN ',"memory":' || {primary.format(name="peakMemoryBytes")} ELSE '' END
-        || ',"observedAt":"' || observed_at || '","protocolDigest":"' || {digest.format("protocol_digest")}
-        || '","sourceNative":{{"benchmark":' || to_json(kernel || '/' || operation_mode)::VARCHAR
-        || ',"externalId":' || to_json(external_id)::VARCHAR || ',"metrics":{{' || {metric("20")} || ','
-        || {metric("50")} || ',' || {metric("80")} || '}},"source":' || to_json(source)::VARCHAR
-        || '}},"status":' || to_json(status)::VARCHAR
+        || ',"observedAt":"' || observed_at || '","protocolDigest":"' || {digest.format("protocol_digest")} || '"'
+        || CASE WHEN controlled THEN '' ELSE ',"sourceNative":{{"benchmark":' || to_json(kernel || '/' || operation_mode)::VARCHAR
+            || ',"externalId":' || to_json(external_id)::VARCHAR || ',"metrics":{{' || {metric("20")} || ','
+            || {metric("50")} || ',' || {metric("80")} || '}},"source":' || to_json(source)::VARCHAR || '}}' END
+        || ',"status":' || to_json(status)::VARCHAR
         || CASE WHEN metric = 'latency' THEN ',"timing":' || {primary.format(name="latencyNs")} ELSE '' END
         || ',"workloadDigest":"' || {digest.format("workload_digest")} || '"}}'"""
 
 
-# The manifests of the source-native runs in `_manifest_inputs`, written in SQL: each run's RFC 8785 text,
-# and its v1alpha1 text (Python's float repr, the v1alpha1 digests of what it names) to tell whether it is
-# v1alpha2 (as identity.published decides). A row any part of which is missing is left to Python.
-SQL_PAGE_ROWS = 50_000
-_SPEC = _spec_sql("ecmascript_number({})", "{}")
-_SPEC_V1ALPHA1 = _spec_sql("{}", "coalesce((SELECT v1alpha1 FROM aliases WHERE digest = {0}), {0})")
-SOURCE_MANIFESTS_SQL = f"""
+# The manifests of the runs in `_manifest_inputs`, written in SQL: each run's RFC 8785 text, and its v1alpha1
+# text (Python's float repr, the v1alpha1 digests of what it names) to tell whether it is v1alpha2 (as
+# identity.published decides). A row any part of which is missing is left to Python.
+SQL_PAGE_ROWS = 20_000
+_SPEC = _spec_sql("ecmascript_number({})", "{}", "head")
+_SPEC_V1ALPHA1 = _spec_sql("{}", "coalesce((SELECT v1alpha1 FROM aliases WHERE digest = {0}), {0})", "head_v1alpha1")
+MANIFESTS_SQL = f"""
 WITH aliases(digest, v1alpha1) AS ({REFERENCE_ALIASES_SQL}),
 written AS MATERIALIZED (
     SELECT i.run_id, i.protocol_digest, i.environment_digest, {_SPEC} AS spec, {_SPEC_V1ALPHA1} AS spec_v1alpha1,
         '"metadata":{{' || CASE WHEN liger_version <> '' THEN '"labels":{{"liger_version":'
             || to_json(liger_version)::VARCHAR || '}},' ELSE '' END
             || '"name":' || to_json(name)::VARCHAR || ',"title":' || to_json(title)::VARCHAR || '}}' AS metadata
-    FROM _manifest_inputs i
-    WHERE NOT i.controlled AND i.n BETWEEN $first AND $last
+    FROM _manifest_inputs i LEFT JOIN _page_heads h USING (run_id)
+    WHERE i.n BETWEEN $first AND $last
 ), versioned AS MATERIALIZED (
     SELECT *, CASE WHEN spec = spec_v1alpha1 THEN '{API_VERSION}' ELSE '{API_VERSION_V1ALPHA2}' END AS api
     FROM written WHERE spec IS NOT NULL AND spec_v1alpha1 IS NOT NULL AND metadata IS NOT NULL
@@ -175,15 +219,19 @@ FROM versioned
 def write_manifests(con, into: str, page_rows: int = 5_000) -> None:
     """Insert into table `into` (empty) the canonical BenchmarkRun of each run in scope, with its digest (and the
     v1alpha1 one, for a v1alpha2 run) and those of its protocol and environment (`run_manifests`'s
-    columns): the source-native ones in SQL, SQL_PAGE_ROWS a statement, the rest (controlled runs) in Python
-    a page at a time, so memory follows the page, not the history."""
+    columns): in SQL, SQL_PAGE_ROWS a statement, and any run SQL could not write in Python, a page at a time,
+    so memory follows the page, not the history."""
     aliases = dict(con.execute(REFERENCE_ALIASES_SQL).fetchall())
     con.execute(CONTROLLED_PARTS_SQL)
     con.execute(MANIFEST_INPUTS_SQL)
     con.execute(ECMASCRIPT_NUMBER_SQL)
     [(last,)] = con.execute("SELECT coalesce(max(n), 0) FROM _manifest_inputs").fetchall()
     for first in range(1, last + 1, SQL_PAGE_ROWS):  # a page per statement: its text is held whole while written
-        con.execute(f"INSERT INTO {into} BY NAME {SOURCE_MANIFESTS_SQL}", {"first": first, "last": first + SQL_PAGE_ROWS - 1})
+        page = {"first": first, "last": first + SQL_PAGE_ROWS - 1}
+        parts = con.sql(f"SELECT run_id, {', '.join(_HEAD_MEMBERS)} FROM _manifest_inputs "
+                        "WHERE controlled AND n BETWEEN $first AND $last", params=page).to_arrow_table()
+        with registered(con, _page_heads=controlled_heads(parts)):
+            con.execute(f"INSERT INTO {into} BY NAME {MANIFESTS_SQL}", page)
     con.execute("CREATE OR REPLACE TEMP TABLE _in_python AS SELECT row_number() OVER (ORDER BY n) AS n, * EXCLUDE (n) "
                 f"FROM _manifest_inputs ANTI JOIN {into} USING (run_id)")
     [(total,)] = con.execute("SELECT count(*) FROM _in_python").fetchall()
