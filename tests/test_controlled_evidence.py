@@ -77,18 +77,24 @@ def test_broken_evidence_records_are_quarantined_not_fatal(tmp_path, evidence_sa
     with gzip.open(evidence / "broken.jsonl.gz", "wt") as handle:
         handle.write(json.dumps(broken) + "\n")
     (evidence / "truncated.jsonl.gz").write_bytes(gzip.compress(b'{"kernel": "geglu"}\n')[:-8])
+    # a correctness figure no double holds: its manifest could not be written, so the record is refused
+    with gzip.open(evidence / "huge-integer.jsonl.gz", "wt") as handle:
+        huge = {**record, "observed_at": "2026-01-01T00:00:00Z", "correctness": {"seeds": [2**60]}}
+        handle.write(json.dumps(huge) + "\n")
     wh = Warehouse(tmp_path / "home")
     loaded = steps.publish(wh, evidence).evidence
     with wh.reader() as con:
         reasons = dict(con.execute("SELECT source, reason FROM quarantine").fetchall())
-    assert loaded.rows > 0 and loaded.details["refused"] == 2
+        [(unwritten,)] = con.execute("SELECT count(*) FROM runs ANTI JOIN run_manifests USING (run_id)").fetchall()
+    assert loaded.rows > 0 and loaded.details["refused"] == 3 and unwritten == 0
     assert "lacks protocol" in reasons["broken.jsonl.gz"]
     assert "unreadable evidence file" in reasons["truncated.jsonl.gz"]
+    assert "correctness cannot be written as RFC 8785 JSON" in reasons["huge-integer.jsonl.gz"]
 
 
 def _hostile_lines(record: dict) -> list[str]:
-    """Hostile variants of a real record (wrong types, missing parts, a lone surrogate, a key given twice), each
-    a run of its own (observed a second apart) but the last two, which repeat the first's."""
+    """Hostile variants of a real record (wrong types, missing parts, a lone surrogate, a key given twice, integers
+    no double holds), each a run of its own (observed a second apart) but the last two, which repeat the first's."""
     seconds = iter(range(60))
 
     def variant(**changes):
@@ -116,6 +122,11 @@ def _hostile_lines(record: dict) -> list[str]:
         variant(environment={"spec": []}),  # refused
         variant(observed_at="yesterday"),  # refused: not a timestamp
         variant(compile=None),
+        variant(correctness={"seeds": [11, 2**53 + 1]}),  # refused: RFC 8785 cannot write it
+        variant(achieved={"tflops": -(2**63)}),  # refused
+        variant(environment={**record["environment"],
+                             "spec": {**record["environment"]["spec"], "ceilings": {"x": 10**20}}}),  # refused
+        variant(correctness={"note": "12345678901234567890", "seeds": [2**53 - 1]}),  # digits in a string, an exact integer
         json.dumps({**record, "median": 2.0, "note": "seeds: inf"}),  # the first line's run again
         json.dumps(record),  # and again: the last line of a run id stands
     ]
@@ -152,7 +163,7 @@ def test_every_evidence_line_becomes_its_run_or_a_refusal_never_a_crash(tmp_path
                 got = runs[run_id][column]
                 assert got == value or (value != value and math.isnan(got)), (path.name, column, value, got)
         assert [(r["line_number"], r["reason"]) for r in found[path].refused] == refused
-    assert [n for n, _ in refused] == [6, 12, 13, 15, 16, 18, 19, 20]
+    assert [n for n, _ in refused] == [6, 12, 13, 15, 16, 18, 19, 20, 22, 23, 24]
     assert {row["samples"] is None for row in expected.values()} == {True, False}
     for path in (trailing, lowercase):
         assert not found[path].runs and found[path].refused[0]["reason"].startswith("unreadable evidence file")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -13,7 +14,8 @@ from pathlib import Path
 import kernels
 from kernelindex_pipeline.core import catalog, reasons
 from kernelindex_pipeline.core.documents import implementation_digest, workload_definition
-from kernelindex_pipeline.core.identity import Published, digest, manifest_name, published, run_id, slugify
+from kernelindex_pipeline.core.identity import (Published, canonical_json, digest, manifest_name, published, run_id,
+                                                 slugify)
 from kernelindex_pipeline.warehouse.views import OTHER_DTYPE_RERUNS_SQL
 
 RERUN_SOURCE = "kernelindex-rerun"
@@ -73,6 +75,8 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
     not_numbers = [k for k in ("median", "p20", "p80") if type(record.get(k)) not in (type(None), int, float)]
     if not_numbers:
         raise EvidenceError(f"evidence record's {', '.join(not_numbers)} not a number")
+    correctness = None if record.get("correctness") is None else json.dumps(record["correctness"])
+    _check_manifest_numbers(record, correctness)
     if "\\ud" in (json.dumps(record) if line is None else line).lower():  # a UTF-16 surrogate, paired or not
         try:
             json.dumps(record, ensure_ascii=False).encode("utf-8")
@@ -119,10 +123,36 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
         # What the claims read of each record, read out of it once here rather than at every publication.
         "compile_recorded": record.get("compile") is not None,
         "launch_floor_ns": _launch_floor_ns(record["environment"]),
-        "correctness": None if record.get("correctness") is None else json.dumps(record["correctness"]),
+        "correctness": correctness,
         "code_revision": _text((record.get("implementation") or {}).get("code_revision")),
     }
     return row, protocol, environment, workload
+
+
+# An integer of 16 digits or more, which a double may not hold exactly (or such digits in a string).
+_LONG_INTEGER = re.compile(r"(?<![0-9.eE])-?[0-9]{16}")
+# The last ceilings found writable and holding no number of 1e16 or more (which json.dumps writes with "e+"):
+# a session's records share theirs, and a record whose ceilings equal them (==) is writable too.
+_WRITABLE_CEILINGS: list = [None]
+
+
+def _check_manifest_numbers(record: dict, correctness: str | None) -> None:
+    """Refuse a record whose manifest could not be written: its correctness, achieved figures or ceilings
+    (nested JSON its BenchmarkRun carries) holding an integer that RFC 8785, writing numbers as doubles,
+    refuses."""
+    ceilings = (record["environment"].get("spec") or {}).get("ceilings")
+    parts = {"correctness": (record.get("correctness"), correctness),
+             "achieved": (record.get("achieved"), json.dumps(record.get("achieved")))}
+    if ceilings is not None and ceilings != _WRITABLE_CEILINGS[0]:
+        parts["ceilings"] = (ceilings, json.dumps(ceilings))
+    for key, (value, text) in parts.items():
+        if text and _LONG_INTEGER.search(text):
+            try:
+                canonical_json(value)
+            except ValueError as exc:
+                raise EvidenceError(f"evidence record's {key} cannot be written as RFC 8785 JSON: {exc}") from exc
+    if "ceilings" in parts and "e+" not in parts["ceilings"][1]:
+        _WRITABLE_CEILINGS[0] = ceilings
 
 
 def _launch_floor_ns(environment: dict) -> float | None:
