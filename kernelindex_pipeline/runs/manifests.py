@@ -190,7 +190,7 @@ def _spec_sql(number: str, digest: str, head: str) -> str:
 # The manifests of the runs in `_manifest_inputs`, written in SQL: each run's RFC 8785 text, and its v1alpha1
 # text (Python's float repr, the v1alpha1 digests of what it names) to tell whether it is v1alpha2 (as
 # identity.published decides). A row any part of which is missing is left to Python.
-SQL_PAGE_ROWS = 20_000
+SQL_PAGE_ROWS = 10_000
 _SPEC = _spec_sql("ecmascript_number({})", "{}", "head")
 _SPEC_V1ALPHA1 = _spec_sql("{}", "coalesce((SELECT v1alpha1 FROM aliases WHERE digest = {0}), {0})", "head_v1alpha1")
 MANIFESTS_SQL = f"""
