@@ -127,6 +127,10 @@ def _hostile_lines(record: dict) -> list[str]:
         variant(environment={**record["environment"],
                              "spec": {**record["environment"]["spec"], "ceilings": {"x": 10**20}}}),  # refused
         variant(correctness={"note": "12345678901234567890", "seeds": [2**53 - 1]}),  # digits in a string, an exact integer
+        variant(environment={**record["environment"],
+                             "spec": {**record["environment"]["spec"], "ceilings": {"x": float(2**53)}}}),  # a double
+        variant(environment={**record["environment"],
+                             "spec": {**record["environment"]["spec"], "ceilings": {"x": 2**53}}}),  # refused
         json.dumps({**record, "median": 2.0, "note": "seeds: inf"}),  # the first line's run again
         json.dumps(record),  # and again: the last line of a run id stands
     ]
@@ -163,7 +167,7 @@ def test_every_evidence_line_becomes_its_run_or_a_refusal_never_a_crash(tmp_path
                 got = runs[run_id][column]
                 assert got == value or (value != value and math.isnan(got)), (path.name, column, value, got)
         assert [(r["line_number"], r["reason"]) for r in found[path].refused] == refused
-    assert [n for n, _ in refused] == [6, 12, 13, 15, 16, 18, 19, 20, 22, 23, 24]
+    assert [n for n, _ in refused] == [6, 12, 13, 15, 16, 18, 19, 20, 22, 23, 24, 27]
     assert {row["samples"] is None for row in expected.values()} == {True, False}
     for path in (trailing, lowercase):
         assert not found[path].runs and found[path].refused[0]["reason"].startswith("unreadable evidence file")

@@ -230,7 +230,8 @@ def test_sql_written_manifests_are_the_ones_identity_publishes(shipped_warehouse
         con.execute(manifests.CONTROLLED_PARTS_SQL)
         con.execute(manifests.MANIFEST_INPUTS_SQL)
         con.execute(manifests.ECMASCRIPT_NUMBER_SQL)
-        parts = con.sql("SELECT run_id, achieved, ceilings, correctness FROM _manifest_inputs WHERE controlled").to_arrow_table()
+        parts = con.sql("SELECT run_id, achieved, ceilings, correctness FROM _manifest_inputs "
+                        "WHERE controlled").to_arrow_table()
         con.register("_page_heads", manifests.controlled_heads(parts))
         written = {r: rest for r, *rest in con.execute(
             f"SELECT run_id, run, run_digest, run_digest_v1alpha1 FROM ({manifests.MANIFESTS_SQL})",

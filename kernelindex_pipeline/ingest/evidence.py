@@ -131,8 +131,8 @@ def controlled_run(record: dict, evidence_file: str, line: str | None = None) ->
 
 # An integer of 16 digits or more, which a double may not hold exactly (or such digits in a string).
 _LONG_INTEGER = re.compile(r"(?<![0-9.eE])-?[0-9]{16}")
-# The last ceilings found writable and holding no number of 1e16 or more (which json.dumps writes with "e+"):
-# a session's records share theirs, and a record whose ceilings equal them (==) is writable too.
+# The last ceilings whose every number is below 1e15 (no 16-digit run, no "e+" in their json.dumps text): a
+# session's records share theirs, and ceilings equal to them (==, which takes 2.0 for 2) hold numbers as small.
 _WRITABLE_CEILINGS: list = [None]
 
 
@@ -151,7 +151,7 @@ def _check_manifest_numbers(record: dict, correctness: str | None) -> None:
                 canonical_json(value)
             except ValueError as exc:
                 raise EvidenceError(f"evidence record's {key} cannot be written as RFC 8785 JSON: {exc}") from exc
-    if "ceilings" in parts and "e+" not in parts["ceilings"][1]:
+    if "ceilings" in parts and not _LONG_INTEGER.search(parts["ceilings"][1]) and "e+" not in parts["ceilings"][1]:
         _WRITABLE_CEILINGS[0] = ceilings
 
 
