@@ -55,6 +55,36 @@ def test_a_provider_that_cannot_run_settles_its_claims_without_a_partner(default
     assert sum(r.startswith("liger_cutile failed on the rerun: raised ") for r, _ in reasons) >= 3
 
 
+@pytest.mark.parametrize("newest", [True, False], ids=["newest rerun", "shared batch"])
+def test_where_both_providers_failed_the_reason_does_not_depend_on_which_ranked_first(newest):
+    """cuTile cannot run on this card (a card that can will settle it) and the other provider does not fit:
+    the claim says the settled reason, whichever side the source ranked first."""
+    from kernelindex_pipeline.verdicts.claims import _why_not
+
+    prefix = "latest_" if newest else ""
+    failures = {
+        "liger_cutile": {"status": "failed", "code": "raised",
+                         "reason": "raised CompilerExecutionError: failed to compile Tile IR program"},
+        "torch": {"status": "too_large", "code": "too_large", "reason": "raised OutOfMemoryError: CUDA out of memory"},
+    }
+    answers = set()
+    for a, b in (("liger_cutile", "torch"), ("torch", "liger_cutile")):
+        row = {"metric": "latency", "protocol": "kernelindex-device-time", "operation_mode": "full",
+               "kernel_covered": True, "workload_measured": True, "observed_at": None if newest else 1,
+               "evidence_file": "session.jsonl.gz", "pooled_compile_unrecorded": False}
+        for side, provider in (("a", a), ("b", b)):
+            failure = failures[provider]
+            row.update({f"{side}_provider": provider, f"{side}_built_since": False,
+                        f"{side}_latest_status": None, f"{side}_latest_at": None})
+            row.update({f"{side}_{prefix}{key}": value for key, value in failure.items()})
+            if newest:
+                row[f"{side}_latest_at"] = 2
+        reason, code, awaiting = _why_not(row)
+        answers.add((code, awaiting))
+        assert reason.startswith("torch too_large on the rerun"), reason
+    assert answers == {("too_large", False)}
+
+
 def test_a_pass_the_harness_does_not_time_is_a_reason_not_a_wait(shipped_warehouse):
     from kernelindex_pipeline.gpu.protocol import TIMED_MODES
 

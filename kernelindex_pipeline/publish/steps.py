@@ -51,7 +51,7 @@ ATTESTATIONS_KEY = "attestations"
 # ingest_state key and value naming how the derived tables (runs, manifests, ranks, ...) were computed: a
 # home built otherwise has them recomputed from all of history once, then publication by publication.
 DERIVED_KEY = "derived"
-DERIVED_VERSION = "rerun-facts-5"
+DERIVED_VERSION = "rerun-facts-6"
 # Snapshot bytes normalized together (one revision larger than this is normalized alone).
 NORMALIZE_BATCH_BYTES = 32 * 2**20
 

@@ -85,6 +85,39 @@ def _judged_here(row: dict, side: str, why: tuple[str, str, bool]) -> tuple[str,
     return why
 
 
+def _first_settled(answers) -> tuple[str, str, bool] | None:
+    """Of both sides' failures, a settled one before one a rerun could settle, else side a's: where both
+    providers failed, the claim's reason does not depend on which side the source ranked first."""
+    answers = [why for why in answers if why is not None]
+    return next((why for why in answers if not why[2]), answers[0] if answers else None)
+
+
+def _latest_failure(row: dict, side: str) -> tuple[str, str, bool] | None:
+    """What a provider's newest rerun (if newer than the batch that measured both) says of its failure."""
+    status = row[f"{side}_latest_status"]
+    if status in (None, "passed") or (row["observed_at"] is not None and row[f"{side}_latest_at"] <= row["observed_at"]):
+        return None
+    reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
+    code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
+    if code == reasons.FAILED_CORRECTNESS:
+        return _field_judgement(row, side, "latest_") or (f"{row[f'{side}_provider']} {status} on the rerun{reason}",
+                                                           code, False)
+    return _judged_here(row, side, (f"{row[f'{side}_provider']} {status} on the rerun{reason}", code,
+                                    code in reasons.AWAITING))
+
+
+def _batch_failure(row: dict, side: str) -> tuple[str, str, bool] | None:
+    """What the batch that measured both providers says of this side's failure."""
+    if row[f"{side}_status"] == "passed":
+        return None
+    reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
+    code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
+    if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, "")):
+        return judged
+    return _judged_here(row, side, (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}",
+                                    code, code in reasons.AWAITING))
+
+
 def _why_not(row: dict) -> tuple[str, str, bool] | None:
     """Why a claim has no rerun pair to check: (reason, code, whether a rerun could settle it, i.e.
     ``awaiting_rerun``); None when it has a pair. A provider recorded on the rerun as unavailable, too large
@@ -103,33 +136,18 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
                     f"{other['script']} ones (its runs record no dtype): another workload; a rerun in "
                     f"{other['script']} settles the claim", reasons.OTHER_DTYPE, True)
         return "this workload has not been re-measured under this protocol yet", reasons.NO_RERUN, True
-    for side in ("a", "b"):
-        # A provider whose newest rerun says it cannot run or fails settles the claim on its own: no batch
-        # that also measured the other side is needed to say so.
-        status = row[f"{side}_latest_status"]
-        if status not in (None, "passed") and (row["observed_at"] is None
-                                               or row[f"{side}_latest_at"] > row["observed_at"]):
-            reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
-            code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
-            if code == reasons.FAILED_CORRECTNESS:
-                return _field_judgement(row, side, "latest_") or (f"{row[f'{side}_provider']} {status} on the rerun"
-                                                                   f"{reason}", code, False)
-            return _judged_here(row, side, (f"{row[f'{side}_provider']} {status} on the rerun{reason}", code,
-                                            code in reasons.AWAITING))
+    # A provider whose newest rerun says it cannot run or fails settles the claim on its own: no batch that
+    # also measured the other side is needed to say so.
+    if why := _first_settled(_latest_failure(row, side) for side in ("a", "b")):
+        return why
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
         missing = [p for p in (row["a_provider"], row["b_provider"]) if p not in measured]
         return ((f"{' and '.join(missing)} not re-measured for this workload" if missing
                  else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch"),
                 reasons.NO_RERUN, True)
-    for side in ("a", "b"):
-        if row[f"{side}_status"] != "passed":
-            reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
-            code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
-            if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, "")):
-                return judged
-            return _judged_here(row, side, (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}",
-                                            code, code in reasons.AWAITING))
+    if why := _first_settled(_batch_failure(row, side) for side in ("a", "b")):
+        return why
     if row["pooled_compile_unrecorded"]:
         return COMPILE_UNRECORDED, reasons.UNVERIFIED_PROVIDER, True
     return None
