@@ -95,8 +95,10 @@ def _first_settled(answers) -> tuple[str, str, bool] | None:
 def _latest_failure(row: dict, side: str) -> tuple[str, str, bool] | None:
     """What a provider's newest rerun (if newer than the batch that measured both) says of its failure."""
     status = row[f"{side}_latest_status"]
-    if status in (None, "passed") or (row["observed_at"] is not None and row[f"{side}_latest_at"] <= row["observed_at"]):
+    if status in (None, "passed"):
         return None
+    if row["observed_at"] is not None and row[f"{side}_latest_at"] <= row["observed_at"]:
+        return None  # the batch that measured both is as new: it speaks for this side
     reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
     code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
     if code == reasons.FAILED_CORRECTNESS:
