@@ -88,36 +88,28 @@ def _judged_here(row: dict, side: str, why: tuple[str, str, bool]) -> tuple[str,
 def _first_settled(answers) -> tuple[str, str, bool] | None:
     """Of both sides' failures, a settled one before one a rerun could settle, else side a's: where both
     providers failed, the claim's reason does not depend on which side the source ranked first."""
-    answers = [why for why in answers if why is not None]
+    answers = list(answers)
     return next((why for why in answers if not why[2]), answers[0] if answers else None)
 
 
-def _latest_failure(row: dict, side: str) -> tuple[str, str, bool] | None:
-    """What a provider's newest rerun (if newer than the batch that measured both) says of its failure."""
+def _newest_rerun_failed(row: dict, side: str) -> bool:
+    """Whether a provider's newest rerun failed and is newer than the batch that measured both (which
+    otherwise speaks for it)."""
     status = row[f"{side}_latest_status"]
-    if status in (None, "passed"):
-        return None
-    if row["observed_at"] is not None and row[f"{side}_latest_at"] <= row["observed_at"]:
-        return None  # the batch that measured both is as new: it speaks for this side
-    reason = f": {row[f'{side}_latest_reason']}" if row[f"{side}_latest_reason"] else ""
-    code = row[f"{side}_latest_code"] or reasons.legacy_code(status, row[f"{side}_latest_reason"])
-    if code == reasons.FAILED_CORRECTNESS:
-        return _field_judgement(row, side, "latest_") or (f"{row[f'{side}_provider']} {status} on the rerun{reason}",
-                                                           code, False)
+    return status not in (None, "passed") and (row["observed_at"] is None
+                                               or row[f"{side}_latest_at"] > row["observed_at"])
+
+
+def _failure(row: dict, side: str, which: str) -> tuple[str, str, bool]:
+    """What a failed rerun of one side says: its newest (`which` "latest_") or the batch's that measured both
+    (`which` "")."""
+    status, text = row[f"{side}_{which}status"], row[f"{side}_{which}reason"]
+    code = row[f"{side}_{which}code"] or reasons.legacy_code(status, text)
+    if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, which)):
+        return judged
+    reason = f": {text}" if text else ""
     return _judged_here(row, side, (f"{row[f'{side}_provider']} {status} on the rerun{reason}", code,
                                     code in reasons.AWAITING))
-
-
-def _batch_failure(row: dict, side: str) -> tuple[str, str, bool] | None:
-    """What the batch that measured both providers says of this side's failure."""
-    if row[f"{side}_status"] == "passed":
-        return None
-    reason = f": {row[f'{side}_reason']}" if row[f"{side}_reason"] else ""
-    code = row[f"{side}_code"] or reasons.legacy_code(row[f"{side}_status"], row[f"{side}_reason"])
-    if code == reasons.FAILED_CORRECTNESS and (judged := _field_judgement(row, side, "")):
-        return judged
-    return _judged_here(row, side, (f"{row[f'{side}_provider']} {row[f'{side}_status']} on the rerun{reason}",
-                                    code, code in reasons.AWAITING))
 
 
 def _why_not(row: dict) -> tuple[str, str, bool] | None:
@@ -140,7 +132,7 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
         return "this workload has not been re-measured under this protocol yet", reasons.NO_RERUN, True
     # A provider whose newest rerun says it cannot run or fails settles the claim on its own: no batch that
     # also measured the other side is needed to say so.
-    if why := _first_settled(_latest_failure(row, side) for side in ("a", "b")):
+    if why := _first_settled(_failure(row, side, "latest_") for side in ("a", "b") if _newest_rerun_failed(row, side)):
         return why
     if row["evidence_file"] is None:
         measured = set(row["measured_providers"] or [])
@@ -148,7 +140,7 @@ def _why_not(row: dict) -> tuple[str, str, bool] | None:
         return ((f"{' and '.join(missing)} not re-measured for this workload" if missing
                  else f"{row['a_provider']} and {row['b_provider']} were never measured in the same batch"),
                 reasons.NO_RERUN, True)
-    if why := _first_settled(_batch_failure(row, side) for side in ("a", "b")):
+    if why := _first_settled(_failure(row, side, "") for side in ("a", "b") if row[f"{side}_status"] != "passed"):
         return why
     if row["pooled_compile_unrecorded"]:
         return COMPILE_UNRECORDED, reasons.UNVERIFIED_PROVIDER, True
