@@ -20,7 +20,8 @@ SELECT (SELECT count(*) FROM runs WHERE run_id IN (SELECT run_id FROM written))
      + (SELECT count(*) FROM runs WHERE external_id IN (SELECT external_id FROM written))
         - (SELECT count(DISTINCT external_id) FROM written)
 """
-ORPHAN_RANKS_SQL = "SELECT count(*) FROM ranks WHERE run_id NOT IN (SELECT run_id FROM runs)"
+ORPHAN_RANKS_SQL = ("SELECT count(*) FROM ranks WHERE run_id NOT IN "
+                    "(SELECT run_id FROM runs WHERE run_id IN (SELECT run_id FROM ranks))")
 WRONG_GROUP_SIZES_SQL = ("SELECT count(*) FROM (SELECT comparison_key, any_value(group_size) g, count(*) n "
                          "FROM ranks GROUP BY 1) WHERE g <> n")
 # Only a publication that writes (or removes) a run or a manifest can leave one without the other, and every

@@ -216,8 +216,9 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
         INSERT INTO publications
         SELECT r.run_id, coalesce(f.published_at, date_trunc('second', get_current_timestamp())), r.source
         FROM runs r LEFT JOIN first_published f USING (run_id)
-        WHERE r.run_id IN (SELECT run_id FROM scope_runs) AND r.run_id IN (SELECT run_id FROM run_manifests)
-          AND r.run_id NOT IN (SELECT run_id FROM publications)
+        WHERE r.run_id IN (SELECT run_id FROM scope_runs)
+          AND r.run_id IN (SELECT run_id FROM run_manifests WHERE run_id IN (SELECT run_id FROM scope_runs))
+          AND r.run_id NOT IN (SELECT run_id FROM publications WHERE run_id IN (SELECT run_id FROM scope_runs))
     """).fetchall()
     # Stamps written before they named their run's source (the Parquet parts are per stamp and source).
     con.execute("UPDATE publications SET source = r.source FROM runs r "

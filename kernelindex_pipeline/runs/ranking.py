@@ -90,7 +90,8 @@ LISTING_RANKS_STEPS = (
     )
     SELECT u.*, u.first_at = t.latest_at AND t.as_then AS as_now
     FROM _listed u JOIN latest t USING (comparison_key)
-    WHERE u.run_id IN (SELECT run_id FROM scope_runs) AND u.run_id NOT IN (SELECT run_id FROM listing_ranks)
+    WHERE u.run_id IN (SELECT run_id FROM scope_runs)
+      AND u.run_id NOT IN (SELECT run_id FROM listing_ranks WHERE run_id IN (SELECT run_id FROM scope_runs))
     """,
     "CREATE OR REPLACE TEMP TABLE _moments AS "
     "SELECT DISTINCT comparison_key, first_at AS moment FROM _unlisted WHERE NOT as_now",
