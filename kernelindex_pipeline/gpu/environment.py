@@ -82,9 +82,11 @@ def matmul_problems(targets: list[dict] | None) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def capture_environment(targets: list[dict] | None = None) -> dict:
+def capture_environment(targets: list[dict] | None = None, log=None) -> dict:
     """The card, its software, the ceilings (copy bandwidth and the bf16 matmul rate over the square product
-    and the ``targets``' GEMM problems) and the host's launch floor (``launch_floor``)."""
+    and the ``targets``' GEMM problems) and the host's launch floor (``launch_floor``); ``log`` (where given)
+    is told what each measurement took, since they come out of the session's time."""
+    started = time.perf_counter()
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     product = props.name
     arch = f"sm_{props.major}{props.minor}"
@@ -97,10 +99,15 @@ def capture_environment(targets: list[dict] | None = None) -> dict:
         "transformers": package_version("transformers"),
     }
     copy = measure_copy_tbps()
+    copied = time.perf_counter()
     launch_floor = measure_launch_floor()
+    floored = time.perf_counter()
     rates = {"x".join(map(str, shape)): round(measure_bf16_matmul_tflops(*shape), 2)
              for shape in matmul_problems(targets)}
     torch.cuda.empty_cache()
+    if log is not None:
+        log(f"environment measured in {time.perf_counter() - started:.1f} s: copy bandwidth {copied - started:.1f} s, "
+            f"launch floor {floored - copied:.1f} s, {len(rates)} matmul problems {time.perf_counter() - floored:.1f} s")
     slug = re.sub(r"[^a-z0-9]+", "-", product.lower()).strip("-")
     return {
         "apiVersion": API_VERSION,

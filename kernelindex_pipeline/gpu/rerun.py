@@ -166,7 +166,8 @@ def run_reruns(targets: list[dict], out_path, env: dict | None = None, log=print
     adapters = {kernel: load_adapter(kernel) for kernel in dict.fromkeys(t["kernel"] for t in targets)}
     revisions = {kernel: kernel_revision(kernel) for kernel in adapters}
     torch.backends.cuda.matmul.allow_tf32 = False
-    env = env or capture_environment(targets)
+    log(f"session set up in {clock() - started:.1f} s (CUDA, imports, {len(adapters)} adapters)")
+    env = env or capture_environment(targets, log)
     device_bytes = torch.cuda.get_device_properties(0).total_memory
     log(f"environment: {env['metadata']['title']}; ceilings {env['spec']['ceilings']}; "
         f"spin clock {max_sm_clock_hz() / 1e6:.0f} MHz")
