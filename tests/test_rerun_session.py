@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,8 @@ from kernels.adapter import load_adapter
 from kernelindex_pipeline.core import catalog
 from kernelindex_pipeline.ingest.evidence import controlled_run
 from kernelindex_pipeline.gpu import measure, records, rerun
+
+REPO = Path(__file__).resolve().parent.parent
 
 ENV = {"apiVersion": "kernelindex.dev/v1alpha1", "kind": "ExecutionEnvironment", "metadata": {"name": "x", "title": "x"},
        "spec": {"ceilings": {"copyTBps": 4.0, "bf16MatmulTFLOPs": 800.0},
@@ -158,6 +162,31 @@ def test_records_are_appended_as_readable_gzip_members(tmp_path):
     records.append_records(path, [{"a": 2}, {"a": 3}])
     with gzip.open(path, "rt") as fh:
         assert [json.loads(line)["a"] for line in fh] == [1, 2, 3]
+
+
+def _gzip_members(data: bytes) -> int:
+    members = 0
+    while data:
+        inflate = zlib.decompressobj(wbits=31)
+        inflate.decompress(data)
+        data, members = inflate.unused_data, members + 1
+    return members
+
+
+def test_a_sessions_evidence_is_compacted_to_one_member_with_the_same_lines(tmp_path):
+    shipped = sorted((REPO / "data" / "evidence").glob("h100-*.jsonl.gz"))[0]
+    with gzip.open(shipped, "rt", encoding="utf-8") as fh:
+        lines = [json.loads(line) for _, line in zip(range(60), fh)]
+    path = tmp_path / "e.jsonl.gz"
+    for start in range(0, len(lines), 4):  # a member per provider's records, as a session appends them
+        records.append_records(path, lines[start:start + 4])
+    before = path.read_bytes()
+    records.compact_records(path)
+    after = path.read_bytes()
+    assert gzip.decompress(after) == gzip.decompress(before)
+    assert (_gzip_members(before), _gzip_members(after)) == (15, 1)
+    assert len(after) < 0.8 * len(before)
+    assert [p.name for p in tmp_path.iterdir()] == ["e.jsonl.gz"]
 
 
 @pytest.mark.parametrize("gpu, name", [("NVIDIA H200", "h200-2026-12-03-abc.jsonl.gz"),

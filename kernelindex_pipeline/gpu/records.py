@@ -120,6 +120,19 @@ def append_records(path: Path, records: list[dict]) -> None:
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
 
 
+def compact_records(path: Path) -> None:
+    """Rewrite an evidence file's gzip members (one per append) as one member at the highest compression:
+    the same lines, in about half the bytes. The new file replaces the old one only once written whole, so
+    a session stopped meanwhile still leaves the file it had."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    data = gzip.decompress(path.read_bytes())
+    staged = path.with_name(f".{path.name}.compact")
+    staged.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
+    staged.replace(path)
+
+
 def evidence_name(gpu_name: str, day: str, revision: str) -> str:
     """``<gpu>-<date>-<harness revision>.jsonl.gz``, the GPU as its model's short name (``h200``)."""
     words = re.findall(r"[a-z0-9]+", gpu_name.lower())

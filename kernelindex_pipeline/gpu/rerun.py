@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     import torch
 
     from kernelindex_pipeline.gpu.provenance import harness_revision
-    from kernelindex_pipeline.gpu.records import summary_table
+    from kernelindex_pipeline.gpu.records import compact_records, summary_table
 
     if args.targets_file:
         chosen = read_targets(args.targets_file)
@@ -247,7 +247,10 @@ def main(argv=None) -> int:
         out = Path(args.out_dir) / evidence_name(torch.cuda.get_device_name(0), day, harness_revision())
     remaining = Path(args.remaining) if args.remaining else out.parent / "remaining.json"
     budget = args.budget_minutes * 60 if args.budget_minutes is not None else None
-    records = run_reruns(chosen, out, budget_s=budget, remaining_path=remaining, target_timeout_s=args.target_timeout)
+    try:
+        records = run_reruns(chosen, out, budget_s=budget, remaining_path=remaining, target_timeout_s=args.target_timeout)
+    finally:  # also when the session is interrupted
+        compact_records(out)
     print(summary_table(records))
     left = len(read_targets(remaining))
     print(f"wrote {len(records)} records to {out}; {left} targets left in {remaining}")
