@@ -122,7 +122,7 @@ def append_records(path: Path, records: list[dict]) -> None:
 
 def compact_records(path: Path) -> None:
     """Rewrite an evidence file's gzip members (one per append) as one member at the highest compression:
-    the same lines, in about half the bytes. The new file replaces the old one only once written whole, so
+    the same lines, in about two thirds of the bytes. The new file replaces the old one only once written whole, so
     a session stopped meanwhile still leaves the file it had."""
     path = Path(path)
     if not path.is_file():
