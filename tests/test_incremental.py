@@ -84,14 +84,17 @@ def test_publishing_step_by_step_equals_one_publication(builds, table):
 
 
 def test_a_scope_built_in_slices_equals_one_built_whole(builds, tmp_path, monkeypatch, evidence_sample):
-    """A long backfill builds `runs` a slice of its scope at a time (`SCOPE_SLICE_RUNS`): sliced small, the
-    same revisions give the same tables."""
+    """A long backfill builds `runs` a slice of its scope at a time (`SCOPE_SLICE_RUNS`), and the listing-time
+    claims a slice of the groups in scope at a time (`LISTING_SLICE_RUNS`): sliced small, the same revisions
+    give the same tables."""
     from kernelindex_pipeline.publish import derived
 
     monkeypatch.setattr(derived, "SCOPE_SLICE_RUNS", 500)
+    monkeypatch.setattr(derived, "LISTING_SLICE_RUNS", 500)
     sliced = Warehouse(tmp_path / "sliced")
     done = _publish(sliced, _revisions(), evidence_sample)
     assert done.runs.details["in_scope"] > 5 * 500
+    assert done.claims.details["listing_slices"] > 5
     for table, columns in COMPARED.items():
         assert _rows(sliced.home, table, columns) == _rows(builds[0], table, columns), table
 

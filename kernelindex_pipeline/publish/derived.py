@@ -99,6 +99,9 @@ FROM snapshots WHERE state IN ('{UNLISTED}', '{REFUSED}')
 
 IN_SCOPE = "run_id IN (SELECT run_id FROM scope_runs)"
 SCOPE_SLICE_RUNS = 200_000
+# Source runs of the groups in scope whose listing-time claims are checked together: their rows (Arrow, then
+# Python while each claim takes its own verdict) are what a long history's backfill holds at its peak.
+LISTING_SLICE_RUNS = 200_000
 IN_SCOPE_GROUPS = "comparison_key IN (SELECT comparison_key FROM scope_groups)"
 # The quarantine rows a publication recomputes: its revisions' lines and conflicts, the evidence files'
 # refusals and the attestation files' (appended again by `load_attestation_files`).
@@ -106,30 +109,33 @@ QUARANTINE_IN_SCOPE = ("revision_key IN (SELECT revision_key FROM scope_revision
                        "OR revision_key LIKE 'evidence/%' OR revision_key LIKE 'attestations/%'")
 
 
-def _scope_in_slices(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Narrow `scope_runs` to one slice of at most SCOPE_SLICE_RUNS runs per iteration, then restore it: a
-    backfill of a long history is built a slice at a time, so DuckDB's working memory follows the slice."""
-    [(total,)] = con.execute("SELECT count(*) FROM scope_runs").fetchall()
-    slices = -(-total // SCOPE_SLICE_RUNS)
+def _in_slices(con: duckdb.DuckDBPyConnection, scope: str, key: str, work: int, per_slice: int) -> Iterator[int]:
+    """Narrow the scope table `scope` to one slice (by the hash of its column `key`) per iteration, as many
+    slices as `work` (rows the scope stands for) needs for at most `per_slice` of it each, then restore it: a
+    backfill of a long history is built a slice at a time, so memory follows the slice. Yields the number of
+    slices."""
+    slices = -(-work // per_slice)
     if slices <= 1:
-        yield
+        yield 1
         return
-    con.execute("CREATE OR REPLACE TEMP TABLE _scope_all AS SELECT * FROM scope_runs")
+    whole = f"_{scope}_whole"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {whole} AS SELECT * FROM {scope}")
     for part in range(slices):
-        con.execute("DELETE FROM scope_runs")
-        con.execute("INSERT INTO scope_runs SELECT * FROM _scope_all WHERE hash(run_id) % $slices = $part",
+        con.execute(f"DELETE FROM {scope}")
+        con.execute(f"INSERT INTO {scope} SELECT * FROM {whole} WHERE hash({key}) % $slices = $part",
                     {"slices": slices, "part": part})
-        yield
-    con.execute("DELETE FROM scope_runs")
-    con.execute("INSERT INTO scope_runs SELECT * FROM _scope_all")
-    con.execute("DROP TABLE _scope_all")
+        yield slices
+    con.execute(f"DELETE FROM {scope}")
+    con.execute(f"INSERT INTO {scope} SELECT * FROM {whole}")
+    con.execute(f"DROP TABLE {whole}")
 
 
 def update_runs(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> StepResult:
     """The `runs` rows in scope from their observations and controlled runs; the `quarantine` rows of the
     revisions in scope and of the evidence files."""
     changed = False
-    for _ in _scope_in_slices(con):
+    [(in_scope,)] = con.execute("SELECT count(*) FROM scope_runs").fetchall()
+    for _ in _in_slices(con, "scope_runs", "run_id", in_scope, SCOPE_SLICE_RUNS):
         changed |= replace_where(con, "runs", IN_SCOPE, f"SELECT * FROM ({RUNS_SQL}) ORDER BY run_id", key="run_id")
     con.execute(f"INSERT INTO scope_groups SELECT DISTINCT comparison_key FROM runs WHERE {IN_SCOPE} "
                 "EXCEPT SELECT comparison_key FROM scope_groups")
@@ -319,12 +325,15 @@ def update_claims(con: duckdb.DuckDBPyConnection, evidence_changed: bool = True,
         con.execute(f"CREATE OR REPLACE TEMP TABLE _listings_moved AS {LISTINGS_MOVED}")
         moved = "SELECT run_id FROM _listings_moved"
     with narrowed_scope(con, None if evidence_changed else LISTINGS_CHANGED):
-        with registered(con, lc_new=listing_claim_checks(con, spread, moved)):
-            changed |= replace_where(con, "listing_claim_checks",
-                                     IN_SCOPE_GROUPS + (f" AND (a_run_id IN ({moved}) OR b_run_id IN ({moved}))"
-                                                        if moved else ""),
-                                     "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key",
-                                     compare=f"comparison_key, {ROW_DIGEST}")
+        [(listed,)] = con.execute(f"SELECT count(*) FROM runs WHERE {IN_SCOPE_GROUPS} "
+                                  f"AND evidence_level = '{catalog.SOURCE_NATIVE}'").fetchall()
+        for slices in _in_slices(con, "scope_groups", "comparison_key", listed, LISTING_SLICE_RUNS):
+            with registered(con, lc_new=listing_claim_checks(con, spread, moved)):
+                changed |= replace_where(con, "listing_claim_checks",
+                                         IN_SCOPE_GROUPS + (f" AND (a_run_id IN ({moved}) OR b_run_id IN ({moved}))"
+                                                            if moved else ""),
+                                         "SELECT * FROM lc_new ORDER BY ALL", key="comparison_key",
+                                         compare=f"comparison_key, {ROW_DIGEST}")
     [(count,)] = con.execute("SELECT count(*) FROM claim_checks").fetchall()
     return StepResult(count, changed or history["verdicts_changed"] > 0,
-                      {"rechecked": checked.num_rows, **history})
+                      {"rechecked": checked.num_rows, "listing_slices": slices, **history})
