@@ -218,13 +218,13 @@ def record_first_publications(con: duckdb.DuckDBPyConnection) -> int:
     con.execute("CREATE OR REPLACE TEMP TABLE first_published AS SELECT * FROM (VALUES "
                 + ", ".join("(?, timezone('UTC', ?::TIMESTAMP))" for _ in SEED_RECORDS) + ") f(run_id, published_at)",
                 [value for r in SEED_RECORDS for value in (r.current_run_id, r.published_on)])
-    [(added,)] = con.execute("""
+    [(added,)] = con.execute(f"""
         INSERT INTO publications
         SELECT r.run_id, coalesce(f.published_at, date_trunc('second', get_current_timestamp())), r.source
         FROM runs r LEFT JOIN first_published f USING (run_id)
-        WHERE r.run_id IN (SELECT run_id FROM scope_runs)
-          AND r.run_id IN (SELECT run_id FROM run_manifests WHERE run_id IN (SELECT run_id FROM scope_runs))
-          AND r.run_id NOT IN (SELECT run_id FROM publications WHERE run_id IN (SELECT run_id FROM scope_runs))
+        WHERE r.{IN_SCOPE}
+          AND r.run_id IN (SELECT run_id FROM run_manifests WHERE {IN_SCOPE})
+          AND r.run_id NOT IN (SELECT run_id FROM publications WHERE {IN_SCOPE})
     """).fetchall()
     # Stamps written before they named their run's source (the Parquet parts are per stamp and source).
     con.execute("UPDATE publications SET source = r.source FROM runs r "
